@@ -1,0 +1,5 @@
+"""``python -m rdss``: the command line."""
+
+from rdss.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""The ``rdss`` command line: one sub-command per module, each registering its own parser.
+
+Exit codes are uniform: 0 success, 1 the input was understood and found wanting (an invalid
+message, an incomplete sequence), 2 usage or I/O errors, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rdss import __version__
+from rdss.cli import bench, messages, sequences, tour
+from rdss.cli.common import CommandError
+
+_COMMANDS = (messages, sequences, tour, bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rdss", description="RDSS Message API 3.0.2: validate, build, split and move messages."
+    )
+    parser.add_argument("--version", action="version", version=f"rdss {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in _COMMANDS:
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except CommandError as error:
+        print(f"rdss {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # output piped into a reader that stopped early (e.g. head): not an error of ours
+        sys.stderr.close()
+        return 0

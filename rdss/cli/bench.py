@@ -1,0 +1,59 @@
+"""``rdss bench ...``: the benchmarks of the hot paths."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from rdss.cli.common import CommandError
+
+
+def register(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="benchmark a hot path", description="Benchmark a hot path.")
+    kinds = bench.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+
+    check = kinds.add_parser("validate", help="the classifier vs the reference validator and orjson")
+    check.add_argument("--messages", type=int, default=2000, metavar="N", help="realistic messages (default 2000)")
+    check.add_argument("--seed", type=int, default=7)
+    check.add_argument("--rounds", type=int, default=5, help="timed passes; the median is reported")
+    check.add_argument(
+        "--reference-schemas",
+        type=Path,
+        metavar="DIR",
+        help="the published rdss-spec-3.0.2 directory (default: ../shared/rdss-spec-3.0.2)",
+    )
+    check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validator")
+    check.add_argument("--json", action="store_true", help="print the figures as JSON")
+    check.set_defaults(run=run_validate)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from rdss.bench import reference, validate
+
+    if args.messages < 1:
+        raise CommandError("--messages must be at least 1")
+    location = None
+    if not args.no_reference:
+        location = args.reference_schemas or reference.default_location()
+        if location is None:
+            raise CommandError("published schemas not found: pass --reference-schemas DIR or --no-reference")
+    figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        return 0
+    print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
+    print(f"  classifier (rdss.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
+    print(
+        f"  orjson parse only                      {figures.orjson_parse_per_s:>10,.0f} msg/s"
+        f"   classifier = {figures.fraction_of_parse:.0%} of parse-only"
+    )
+    if figures.reference_per_s is not None:
+        print(
+            f"  reference (jsonschema Draft4 + formats) {figures.reference_per_s:>9,.0f} msg/s"
+            f"   classifier = {figures.times_reference:,.0f}x reference"
+        )
+    return 0

@@ -1,0 +1,105 @@
+"""``rdss split`` and ``rdss join``: multi-message sequences from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from rdss import MAX_MESSAGE_BYTES
+from rdss.cli.common import INVALID, CommandError, describe_os_error, read_input
+from rdss.sequences import SequenceError, join, split
+from rdss.validation import validate
+
+
+def register(commands: Any) -> None:
+    cut = commands.add_parser(
+        "split",
+        help="split a message into a sequence of parts",
+        description="Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json.",
+    )
+    cut.add_argument("file", metavar="FILE")
+    cut.add_argument("--out", required=True, metavar="DIR", type=Path)
+    cut.add_argument(
+        "--limit",
+        type=_positive,
+        default=MAX_MESSAGE_BYTES,
+        metavar="N",
+        help=f"bytes per part (default {MAX_MESSAGE_BYTES:,})",
+    )
+    cut.set_defaults(run=run_split)
+
+    glue = commands.add_parser(
+        "join", help="join the parts of a sequence", description="Join PARTs (any order) and print the whole message."
+    )
+    glue.add_argument("parts", nargs="+", metavar="PART")
+    glue.set_defaults(run=run_join)
+
+
+def run_split(args: argparse.Namespace) -> int:
+    payload = _read(args.file)
+    verdict = validate(payload, check_expiry=False, size_limit=None)
+    if not verdict.valid or verdict.message is None:
+        print(f"rdss split: {args.file}: {verdict.error_code} {verdict.error_description}", file=sys.stderr)
+        return INVALID
+    if verdict.is_part:
+        raise CommandError(f"{args.file} is already part of a sequence", INVALID)
+    try:
+        parts = split(verdict.message, args.limit)
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        width = len(str(len(parts)))
+        sizes = []
+        for position, part in enumerate(parts, 1):
+            data = orjson.dumps(part)
+            (args.out / f"part-{position:0{width}d}.json").write_bytes(data)
+            sizes.append(len(data))
+    except OSError as error:
+        raise CommandError(f"cannot write {error.filename}: {error.strerror}") from error
+    if len(parts) == 1:
+        print(f"{args.file}: {sizes[0]:,} bytes fits in one message; written to {args.out}")
+    else:
+        sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
+        print(
+            f"{args.file}: {len(parts)} parts of sequence {sequence} written to {args.out} "
+            f"(largest {max(sizes):,} bytes, limit {args.limit:,})"
+        )
+    return 0
+
+
+def run_join(args: argparse.Namespace) -> int:
+    parts = []
+    for name in args.parts:
+        payload = _read(name)
+        verdict = validate(payload, check_expiry=False)
+        if not verdict.valid or verdict.message is None:
+            raise CommandError(f"{name}: {verdict.error_code} {verdict.error_description}", INVALID)
+        parts.append(verdict.message)
+    try:
+        whole = join(parts)
+    except SequenceError as error:
+        raise CommandError(str(error), INVALID) from error
+    sys.stdout.buffer.write(orjson.dumps(whole) + b"\n")
+    return 0
+
+
+def _read(name: str) -> bytes:
+    try:
+        return read_input(name)
+    except OSError as error:
+        raise CommandError(describe_os_error(error)) from error
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value

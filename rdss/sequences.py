@@ -1,0 +1,214 @@
+"""Multi-message sequences (spec: Multi-Message Sequence).
+
+A message whose serialisation exceeds the limit travels as parts. Every part keeps the
+header, with its own messageId and a shared ``messageSequence.sequence``, ``position`` 1..n
+and ``total`` n, and carries as messageBody a *string*: a fragment of the JSON text of the
+whole body. Concatenating the fragments in position order gives that text back.
+
+Sizes are counted in serialised UTF-8 bytes, and a fragment never ends inside a character.
+(The spec's own snippet slices ``str(dict)`` by characters; that text is Python, not JSON, and
+a character count says nothing about bytes, so it is not followed.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from rdss import MAX_MESSAGE_BYTES
+from rdss.messages import Message, new_id
+
+# In a JSON string orjson writes '"' and '\' as two bytes; everything else in a JSON text
+# (control characters are already escaped there) is written as is.
+_QUOTE, _BACKSLASH = b'"', b"\\"
+
+
+class SequenceError(ValueError):
+    """Parts that cannot form one message: mixed sequences, totals or positions, bad fragments."""
+
+
+def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
+    """The message itself if it fits in ``limit`` bytes, else its parts in position order.
+
+    Every serialised part is at most ``limit`` bytes. Parts share a new sequence id and get
+    fresh messageIds; everything else in the header is kept.
+
+    Raises:
+        ValueError: the header alone leaves no room for a fragment within ``limit``.
+    """
+    if len(orjson.dumps(message)) <= limit:
+        return [message]
+    text = orjson.dumps(message["messageBody"])
+    header = message["messageHeader"]
+    sequence = new_id()
+    total = 1
+    while True:
+        budget = limit - _overhead(header, sequence, total)
+        if budget < 4:  # room for at least one character of up to four bytes
+            raise ValueError(f"a {limit}-byte limit leaves no room for a body fragment beside the header")
+        fragments = _fragments(text, budget)
+        if _digits(len(fragments)) <= _digits(total):
+            break
+        total = 10 ** _digits(len(fragments)) - 1  # widest position/total of that many digits
+    parts = [
+        _part(header, sequence, position, len(fragments), fragment) for position, fragment in enumerate(fragments, 1)
+    ]
+    for part in parts:
+        size = len(orjson.dumps(part))
+        if size > limit:  # pragma: no cover - would be a bug in the budget arithmetic
+            raise AssertionError(f"part of {size} bytes exceeds the {limit}-byte limit")
+    return parts
+
+
+def join(parts: Iterable[Message]) -> Message:
+    """The whole message from all of its parts, in any order (duplicates allowed).
+
+    The whole message carries the header of part 1 with ``messageSequence`` set to position 1
+    of total 1 (a whole message), keeping the sequence id.
+
+    Raises:
+        SequenceError: the parts do not make exactly one complete sequence, or the joined
+            fragments are not JSON.
+    """
+    by_position: dict[int, Message] = {}
+    sequence: str | None = None
+    total: int | None = None
+    for part in parts:
+        seq = part["messageHeader"]["messageSequence"]
+        if sequence is None:
+            sequence, total = seq["sequence"], seq["total"]
+        elif seq["sequence"] != sequence:
+            raise SequenceError(f"parts of two sequences: {sequence} and {seq['sequence']}")
+        elif seq["total"] != total:
+            raise SequenceError(f"sequence {sequence}: parts disagree on total ({total} and {seq['total']})")
+        by_position.setdefault(seq["position"], part)
+    if sequence is None or total is None:
+        raise SequenceError("no parts to join")
+    missing = sorted(set(range(1, total + 1)) - set(by_position))
+    if missing:
+        raise SequenceError(f"sequence {sequence}: missing positions {missing[:10]} of {total}")
+    if len(by_position) != total:
+        raise SequenceError(f"sequence {sequence}: positions outside 1..{total}")
+    fragments = [by_position[position]["messageBody"] for position in range(1, total + 1)]
+    if total > 1 and not all(isinstance(fragment, str) for fragment in fragments):
+        raise SequenceError(f"sequence {sequence}: a part's messageBody is not a string fragment")
+    try:
+        body = orjson.loads("".join(fragments)) if total > 1 else fragments[0]
+    except orjson.JSONDecodeError as error:
+        raise SequenceError(f"sequence {sequence}: the joined fragments are not JSON: {error}") from error
+    header = dict(by_position[1]["messageHeader"])
+    header["messageSequence"] = {"sequence": sequence, "position": 1, "total": 1}
+    return {"messageHeader": header, "messageBody": body}
+
+
+@dataclass
+class _Pending:
+    total: int
+    first_seen: float
+    parts: dict[int, Message] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """A sequence still waiting for parts."""
+
+    sequence: str
+    total: int
+    positions: tuple[int, ...]
+    first_seen: float
+    parts: tuple[Message, ...]
+
+
+class Reassembler:
+    """Collects parts in any order and gives back each whole message once it is complete.
+
+    Duplicate parts (same sequence and position) are ignored: Kinesis delivers at least once.
+    A whole message (total 1) passes straight through.
+    """
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._clock = clock
+        self._pending: dict[str, _Pending] = {}
+
+    def add(self, part: Message) -> Message | None:
+        """Take one part; return the whole message when this part completes it, else None.
+
+        Raises:
+            SequenceError: the part disagrees with earlier parts of its sequence.
+        """
+        seq = part["messageHeader"]["messageSequence"]
+        sequence, position, total = seq["sequence"], seq["position"], seq["total"]
+        if total == 1:
+            return part
+        pending = self._pending.get(sequence)
+        if pending is None:
+            pending = self._pending[sequence] = _Pending(total, self._clock())
+        elif pending.total != total:
+            raise SequenceError(f"sequence {sequence}: part says total {total}, earlier parts said {pending.total}")
+        if not 1 <= position <= total:
+            raise SequenceError(f"sequence {sequence}: position {position} outside 1..{total}")
+        pending.parts.setdefault(position, part)
+        if len(pending.parts) < total:
+            return None
+        del self._pending[sequence]
+        return join(pending.parts.values())
+
+    def incomplete(self) -> list[Incomplete]:
+        """The sequences still waiting, oldest first."""
+        return sorted(
+            (
+                Incomplete(
+                    sid, p.total, tuple(sorted(p.parts)), p.first_seen, tuple(p.parts[i] for i in sorted(p.parts))
+                )
+                for sid, p in self._pending.items()
+            ),
+            key=lambda item: item.first_seen,
+        )
+
+    def discard(self, sequence: str) -> list[Message]:
+        """Forget an incomplete sequence and return the parts it held (e.g. for the error channel)."""
+        pending = self._pending.pop(sequence, None)
+        return [] if pending is None else [pending.parts[i] for i in sorted(pending.parts)]
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def _fragments(text: bytes, budget: int) -> list[str]:
+    """Cut a UTF-8 JSON text into fragments each serialising (as a JSON string, quotes
+    excluded) to at most ``budget`` bytes, never inside a character."""
+    fragments: list[str] = []
+    position, size = 0, len(text)
+    while position < size:
+        end = min(size, position + budget)
+        while True:
+            chunk = text[position:end]
+            cost = len(chunk) + chunk.count(_QUOTE) + chunk.count(_BACKSLASH)
+            if cost <= budget:
+                break
+            end -= cost - budget
+        while end < size and text[end] & 0xC0 == 0x80:  # a continuation byte: step back
+            end -= 1
+        fragments.append(text[position:end].decode("utf-8"))
+        position = end
+    return fragments
+
+
+def _overhead(header: dict[str, Any], sequence: str, widest: int) -> int:
+    """Bytes of a serialised part with an empty fragment and the widest position and total."""
+    return len(orjson.dumps(_part(header, sequence, widest, widest, "")))
+
+
+def _part(header: dict[str, Any], sequence: str, position: int, total: int, fragment: str) -> Message:
+    part_header = dict(header)
+    part_header["messageId"] = new_id()
+    part_header["messageSequence"] = {"sequence": sequence, "position": position, "total": total}
+    return {"messageHeader": part_header, "messageBody": fragment}
+
+
+def _digits(number: int) -> int:
+    return len(str(number))

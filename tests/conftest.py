@@ -1,0 +1,29 @@
+"""Shared fixtures: the repository's example messages and a deterministic workload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from rdss.workload import Workload
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "messages"
+
+settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("default")
+
+
+def valid_examples() -> list[Path]:
+    return sorted((EXAMPLES / "valid").glob("*.json"))
+
+
+def invalid_examples() -> list[Path]:
+    return sorted((EXAMPLES / "invalid").glob("*.json"))
+
+
+@pytest.fixture
+def workload() -> Workload:
+    return Workload(seed=42)

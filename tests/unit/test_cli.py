@@ -1,0 +1,131 @@
+"""The ``rdss`` command line: contracts, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from rdss.cli import main
+from rdss.workload import Workload
+from tests.conftest import EXAMPLES
+
+VALID = EXAMPLES / "valid" / "metadata-create-event.json"
+INVALID = EXAMPLES / "invalid" / "GENERR010-message-id-upper-case.json"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_json_lines_follow_the_contract(capsys):
+    code, out, err = run(capsys, "validate", "--json", str(VALID), str(INVALID))
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert code == 1
+    assert err == ""
+    assert lines[0] == {"file": str(VALID), "valid": True, "errorCode": None, "errorDescription": None}
+    assert set(lines[1]) == {"file", "valid", "errorCode", "errorDescription"}
+    assert lines[1]["valid"] is False
+    assert lines[1]["errorCode"] == "GENERR010"
+    assert "messageId" in lines[1]["errorDescription"]
+
+
+def test_validate_exits_0_when_all_are_valid(capsys):
+    code, out, _ = run(capsys, "validate", *map(str, sorted((EXAMPLES / "valid").glob("*.json"))))
+    assert code == 0
+    assert out.count(": valid") == len(list((EXAMPLES / "valid").glob("*.json")))
+
+
+def test_a_missing_file_is_one_clear_line_and_exit_2(capsys, tmp_path: Path):
+    missing = tmp_path / "nope.json"
+    code, out, err = run(capsys, "validate", str(VALID), str(missing), str(INVALID))
+    assert code == 2
+    assert err.strip() == f"rdss validate: cannot read {missing}: No such file or directory"
+    assert "Traceback" not in err
+    assert out.count("\n") == 2  # the other files were still classified
+
+
+def test_a_missing_file_in_json_mode_still_gets_its_line(capsys, tmp_path: Path):
+    code, out, _ = run(capsys, "validate", "--json", str(tmp_path / "nope.json"))
+    assert code == 2
+    [line] = [orjson.loads(line) for line in out.splitlines()]
+    assert line["valid"] is False
+    assert line["errorCode"] is None
+    assert "cannot read" in line["errorDescription"]
+
+
+def test_validate_reads_standard_input():
+    payload = INVALID.read_bytes()
+    result = subprocess.run(
+        [sys.executable, "-m", "rdss", "validate", "--json", "-"], input=payload, capture_output=True, check=False
+    )
+    assert result.returncode == 1
+    assert orjson.loads(result.stdout)["file"] == "-"
+
+
+def test_no_expiry_skips_the_expiry_stage(capsys):
+    expired = EXAMPLES / "invalid" / "GENERR003-expired.json"
+    assert run(capsys, "validate", str(expired))[0] == 1
+    assert run(capsys, "validate", "--no-expiry", str(expired))[0] == 0
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["validate"])
+    assert caught.value.code == 2
+
+
+def test_split_and_join_round_trip(capsys, tmp_path: Path):
+    big = Workload(12).large(2_200_000)
+    source = tmp_path / "big.json"
+    source.write_bytes(orjson.dumps(big))
+    code, out, _ = run(capsys, "split", str(source), "--out", str(tmp_path / "parts"))
+    assert code == 0
+    assert "3 parts" in out
+    parts = sorted((tmp_path / "parts").glob("part-*.json"))
+    assert len(parts) == 3
+    assert all(p.stat().st_size <= 1_000_000 for p in parts)
+    code, out, _ = run(capsys, "join", *map(str, reversed(parts)))
+    assert code == 0
+    assert orjson.loads(out)["messageBody"] == big["messageBody"]
+
+
+def test_split_honours_the_limit_and_join_reports_gaps(capsys, tmp_path: Path):
+    code, _, _ = run(capsys, "split", str(VALID), "--out", str(tmp_path), "--limit", "1500")
+    assert code == 0
+    parts = sorted(tmp_path.glob("part-*.json"))
+    assert len(parts) > 1
+    assert all(p.stat().st_size <= 1500 for p in parts)
+    code, _, err = run(capsys, "join", *map(str, parts[1:]))
+    assert code == 1
+    assert "missing positions [1]" in err
+
+
+def test_split_refuses_an_invalid_message(capsys, tmp_path: Path):
+    code, _, err = run(capsys, "split", str(INVALID), "--out", str(tmp_path))
+    assert code == 1
+    assert "GENERR010" in err
+
+
+@pytest.mark.parametrize(
+    ("message_type", "message_class"),
+    [("MetadataCreate", None), ("MetadataRead", "Document"), ("VocabularyPatch", "Command")],
+)
+def test_new_prints_a_valid_skeleton(capsys, tmp_path: Path, message_type: str, message_class: str | None):
+    args = ["new", message_type] + (["--class", message_class] if message_class else [])
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    path = tmp_path / "new.json"
+    path.write_text(out)
+    assert run(capsys, "validate", str(path))[0] == 0
+
+
+def test_new_refuses_an_unsupported_class(capsys):
+    code, _, err = run(capsys, "new", "MetadataRead", "--class", "Event")
+    assert code == 2
+    assert err.strip() == "rdss new: MetadataRead does not travel as Event, only as Command or Document"

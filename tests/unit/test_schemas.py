@@ -1,0 +1,110 @@
+"""The project's schemas: well-formed, faithful to the published data model, and exercised by
+the repository's examples and by a mutation of every rule they state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema_rs
+import orjson
+import pytest
+
+from rdss import fastpath, schemas
+from rdss.validation import _plan, validate
+from tests.conftest import invalid_examples, valid_examples
+from tests.support.mutations import mutations
+
+
+def test_every_document_is_a_valid_2020_12_schema_under_the_project_namespace():
+    documents = schemas.documents()
+    assert len(documents) == 16
+    for relative, document in documents.items():
+        assert document["$schema"] == schemas.DIALECT, relative
+        assert document["$id"] == schemas.SCHEMA_BASE + relative
+        assert jsonschema_rs.meta.is_valid(document), relative
+
+
+def test_integer_coded_enumerations_keep_the_published_ranges_and_names():
+    # ranges and names as published in the RDSS 3.0.0 data model
+    expected = {
+        "accessType": (5, "open"),
+        "checksumType": (2, "md5"),
+        "dateType": (10, "accepted"),
+        "fileUse": (7, "originalFile"),
+        "identifierType": (19, "ARK"),
+        "objectValue": (3, "normal"),
+        "organisationRole": (10, "funder"),
+        "organisationType": (15, "charity"),
+        "personIdentifierType": (6, "ORCID"),
+        "personRole": (22, "administrator"),
+        "preservationEventType": (18, "capture"),
+        "relationType": (37, "cites"),
+        "resourceType": (27, "artDesignItem"),
+        "storageStatus": (3, "online"),
+        "storageType": (2, "S3"),
+        "uploadStatus": (3, "uploadStarted"),
+    }
+    definitions = schemas.documents()["model/enumerations.json"]["$defs"]
+    for name, (maximum, first) in expected.items():
+        assert definitions[name]["minimum"] == 1
+        assert definitions[name]["maximum"] == maximum, name
+        assert schemas.enumeration_names(name)[0] == first
+    assert schemas.enumeration_names("resourceType")[6] == "dataset"  # code 7
+
+
+def test_body_schema_selection_follows_type_and_class():
+    assert schemas.body_schema("MetadataCreate", "Event") == "body/metadata-create.json"
+    assert schemas.body_schema("MetadataRead", "Command") == "body/metadata-read-request.json"
+    assert schemas.body_schema("MetadataRead", "Document") == "body/metadata-read-response.json"
+    assert schemas.body_schema("VocabularyRead", "Command") == "body/vocabulary-read-request.json"
+    assert schemas.body_schema("VocabularyRead", "Document") == "body/vocabulary-read-response.json"
+    assert schemas.body_schema("MetadataRead", "Event") is None
+    assert schemas.body_schema("MetadataPatch", "Event") is None
+
+
+@pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.name)
+def test_valid_examples_are_accepted(path: Path):
+    verdict = validate(path.read_bytes())
+    assert verdict.valid, verdict.error_description
+
+
+@pytest.mark.parametrize("path", invalid_examples(), ids=lambda p: p.name)
+def test_invalid_examples_get_the_code_in_their_name(path: Path):
+    expected = path.name.split("-", 1)[0]
+    verdict = validate(path.read_bytes())
+    assert str(verdict.error_code) == expected, verdict.error_description
+    assert verdict.error_description
+
+
+def test_examples_cover_every_type_and_class():
+    names = {p.name for p in valid_examples()}
+    for message_type in schemas.MESSAGE_TYPES:
+        for message_class in schemas.classes_for(message_type):
+            kebab = "".join("-" + c.lower() if c.isupper() else c for c in message_type).lstrip("-")
+            assert f"{kebab}-{message_class.lower()}.json" in names
+
+
+def _whole_examples() -> list[Path]:
+    return [p for p in valid_examples() if "sequence-part" not in p.name]
+
+
+@pytest.mark.parametrize("path", _whole_examples(), ids=lambda p: p.name)
+def test_every_rule_rejects_its_mutation(path: Path):
+    message = orjson.loads(path.read_bytes())
+    count = 0
+    for mutation in mutations(message):
+        count += 1
+        payload = orjson.dumps(mutation.message)
+        verdict = validate(payload)
+        assert str(verdict.error_code) == mutation.expected_code, f"{mutation}: {verdict.error_description}"
+        header = mutation.message.get("messageHeader")
+        if isinstance(header, dict):
+            plan = _plan(header.get("messageType"), header.get("messageClass"), False)
+            if plan is not None and plan[0] is not None:
+                # the C fast path must never accept what the reference engine rejects
+                assert not plan[0].is_valid(mutation.message), str(mutation)
+    assert count >= 20  # the walk really visited the message
+
+
+def test_the_fast_path_is_built():
+    assert fastpath.available()
