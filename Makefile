@@ -27,8 +27,8 @@ test: setup lint typecheck
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check rdss tests
-	$(BIN)/ruff format --check rdss tests
+	$(BIN)/ruff check rdss tests glue_jobs
+	$(BIN)/ruff format --check rdss tests glue_jobs
 
 typecheck: setup
 	$(BIN)/mypy

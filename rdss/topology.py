@@ -1,0 +1,280 @@
+"""The system's topology, described once: channels, routes, tables, buckets and processors.
+
+The broker and sequencer route with it, the CDK app builds streams, tables, functions and
+permissions from it, and the local runtime creates the same resources in the emulator from
+it, so the three cannot drift. Names here are logical (``metadata``); :class:`Deployment` turns
+them into physical names for one environment (``rdss-dev-metadata``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+ChannelKind = Literal["input", "routed", "sequence", "invalid", "error"]
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A Kinesis stream the system owns."""
+
+    name: str
+    kind: ChannelKind
+    description: str
+    #: Where Firehose archives every record of this channel (an S3 key prefix), if anywhere.
+    archive: str | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    """Content-based routing: a message of this type and class goes to ``channel``.
+
+    ``reply`` routes send a Document to the returnAddress its request named (looked up in the
+    ``messages`` table by correlationId), falling back to ``channel``.
+    """
+
+    message_type: str
+    message_classes: tuple[str, ...]
+    channel: str
+    reply: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """A DynamoDB table (on-demand, encrypted, point-in-time recovery)."""
+
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+    ttl_attribute: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str
+    description: str
+    #: Days after which objects expire; None keeps them (subject to the environment's rules).
+    expire_after_days: int | None = None
+
+
+@dataclass(frozen=True)
+class Processor:
+    """A Lambda function and everything it touches (what its role is granted, nothing more)."""
+
+    name: str
+    handler: str  # path under lambdas/, e.g. "broker/handler.handler"
+    description: str
+    source: str | None = None  # the channel its event source mapping reads
+    sends_to: tuple[str, ...] = ()
+    reads_tables: tuple[str, ...] = ()
+    writes_tables: tuple[str, ...] = ()
+    reads_buckets: tuple[str, ...] = ()
+    writes_buckets: tuple[str, ...] = ()
+    #: An EventBridge schedule expression for processors that run on a timer.
+    schedule: str | None = None
+
+
+@dataclass(frozen=True)
+class Topology:
+    channels: tuple[Channel, ...]
+    routes: tuple[Route, ...]
+    tables: tuple[Table, ...]
+    buckets: tuple[Bucket, ...]
+    processors: tuple[Processor, ...]
+    _by_name: dict[str, Channel] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {c.name: c for c in self.channels})
+        for route in self.routes:
+            if route.channel not in self._by_name:
+                raise ValueError(f"route {route} names an unknown channel")
+        for processor in self.processors:
+            for name in (processor.source, *processor.sends_to):
+                if name is not None and name not in self._by_name:
+                    raise ValueError(f"processor {processor.name} names an unknown channel {name!r}")
+
+    def channel(self, name: str) -> Channel:
+        return self._by_name[name]
+
+    def channels_of(self, kind: ChannelKind) -> tuple[Channel, ...]:
+        return tuple(c for c in self.channels if c.kind == kind)
+
+    def route(self, message_type: str, message_class: str) -> Route | None:
+        """The route of a message, or None when nothing routes it (the type stage prevents that)."""
+        for route in self.routes:
+            if route.message_type == message_type and message_class in route.message_classes:
+                return route
+        return None
+
+    def processor(self, name: str) -> Processor:
+        return next(p for p in self.processors if p.name == name)
+
+
+_ALL = ("Command", "Event", "Document")
+
+#: The RDSS topology (spec: Topology; ARCHITECTURE.md: Message flow).
+RDSS = Topology(
+    channels=(
+        Channel("input", "input", "Every message producers publish", archive="audit/"),
+        Channel("metadata", "routed", "Data Type Channel: MetadataCreate/Update/Delete and MetadataRead requests"),
+        Channel("vocabulary", "routed", "Data Type Channel: VocabularyRead requests and VocabularyPatch"),
+        Channel("responses", "routed", "Replies (Documents answering Read requests) with no other return address"),
+        Channel("sequence", "sequence", "Parts of multi-message sequences, keyed by sequence id"),
+        Channel("invalid", "invalid", "Invalid Message Queue", archive="errors/invalid/"),
+        Channel("error", "error", "Error Message Queue", archive="errors/error/"),
+    ),
+    routes=(
+        Route("MetadataCreate", _ALL, "metadata"),
+        Route("MetadataUpdate", _ALL, "metadata"),
+        Route("MetadataDelete", _ALL, "metadata"),
+        Route("MetadataRead", ("Command",), "metadata"),
+        Route("MetadataRead", ("Document",), "responses", reply=True),
+        Route("VocabularyRead", ("Command",), "vocabulary"),
+        Route("VocabularyRead", ("Document",), "responses", reply=True),
+        Route("VocabularyPatch", _ALL, "vocabulary"),
+    ),
+    tables=(
+        Table(
+            "messages",
+            "messageId",
+            ttl_attribute="expiresAt",
+            description="Local Data Repository: de-duplication, status and return addresses",
+        ),
+        Table(
+            "sequences",
+            "sequence",
+            ttl_attribute="expiresAt",
+            description="Progress of multi-message sequences (part bodies live in the staging bucket)",
+        ),
+        Table(
+            "checkpoints",
+            "lease",
+            sort_key="shardId",
+            ttl_attribute="expiresAt",
+            description="Gateway consumers: per-shard checkpoints and leases",
+        ),
+    ),
+    buckets=(
+        Bucket("audit", "Firehose archive of every record published to input"),
+        Bucket("errors", "Firehose archive of the invalid and error channels"),
+        Bucket("staging", "Bodies of sequence parts until their sequence completes", expire_after_days=8),
+    ),
+    processors=(
+        Processor(
+            "broker",
+            "broker/handler.handler",
+            "Classifies, de-duplicates and routes every message of the input channel",
+            source="input",
+            sends_to=("metadata", "vocabulary", "responses", "sequence", "invalid", "error"),
+            reads_tables=("messages",),
+            writes_tables=("messages",),
+        ),
+        Processor(
+            "sequencer",
+            "sequencer/handler.handler",
+            "Holds sequence parts until complete, validates the whole, releases the parts in order",
+            source="sequence",
+            sends_to=("metadata", "vocabulary", "responses", "invalid", "error"),
+            reads_tables=("sequences", "messages"),
+            writes_tables=("sequences",),
+            reads_buckets=("staging",),
+            writes_buckets=("staging",),
+        ),
+        Processor(
+            "sweep",
+            "sweep/handler.handler",
+            "Moves sequences past their expiry or the configured timeout to the error channel",
+            sends_to=("error",),
+            reads_tables=("sequences",),
+            writes_tables=("sequences",),
+            reads_buckets=("staging",),
+            writes_buckets=("staging",),
+            schedule="rate(5 minutes)",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Physical names of one environment's resources: ``rdss-<env>-<logical name>``."""
+
+    environment: str
+    topology: Topology = RDSS
+    prefix: str = "rdss"
+    #: Overrides for bucket names (S3 names are global; the CDK app may let CloudFormation name them).
+    bucket_names: Mapping[str, str] = field(default_factory=dict)
+
+    def stream(self, channel: str) -> str:
+        self.topology.channel(channel)
+        return f"{self.prefix}-{self.environment}-{channel}"
+
+    def table(self, table: str) -> str:
+        return f"{self.prefix}-{self.environment}-{table}"
+
+    def bucket(self, bucket: str) -> str:
+        return self.bucket_names.get(bucket) or f"{self.prefix}-{self.environment}-{bucket}"
+
+    def channel_of_stream(self, stream_name: str) -> str | None:
+        """The logical channel behind a physical stream name (or ARN), if it is one of ours."""
+        name = stream_name.rsplit("/", 1)[-1]
+        for channel in self.topology.channels:
+            if self.stream(channel.name) == name:
+                return channel.name
+        return None
+
+    # Lambda functions learn their resources from environment variables, so one handler works
+    # in every environment and in the local runtime.
+    def environment_variables(self) -> dict[str, str]:
+        variables = {"RDSS_ENV": self.environment, "RDSS_PREFIX": self.prefix}
+        for channel in self.topology.channels:
+            variables[f"RDSS_STREAM_{channel.name.upper()}"] = self.stream(channel.name)
+        for table in self.topology.tables:
+            variables[f"RDSS_TABLE_{table.name.upper()}"] = self.table(table.name)
+        for bucket in self.topology.buckets:
+            variables[f"RDSS_BUCKET_{bucket.name.upper()}"] = self.bucket(bucket.name)
+        return variables
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Names read back from the environment variables :meth:`Deployment.environment_variables` set."""
+
+    streams: Mapping[str, str]
+    tables: Mapping[str, str]
+    buckets: Mapping[str, str]
+    environment: str
+
+    def stream(self, channel: str) -> str:
+        return self.streams[channel]
+
+    def table(self, table: str) -> str:
+        return self.tables[table]
+
+    def bucket(self, bucket: str) -> str:
+        return self.buckets[bucket]
+
+
+def from_environment(environ: Mapping[str, str] | None = None, topology: Topology = RDSS) -> Resolved:
+    """The physical names a Lambda function was configured with.
+
+    Raises:
+        KeyError: a variable is missing (the function was deployed without it).
+    """
+    env = os.environ if environ is None else environ
+    deployment = Deployment(env.get("RDSS_ENV", "dev"), topology, env.get("RDSS_PREFIX", "rdss"))
+    defaults = deployment.environment_variables()
+
+    def read(kind: str, name: str) -> str:
+        variable = f"RDSS_{kind}_{name.upper()}"
+        return env.get(variable, defaults[variable])
+
+    return Resolved(
+        streams={c.name: read("STREAM", c.name) for c in topology.channels},
+        tables={t.name: read("TABLE", t.name) for t in topology.tables},
+        buckets={b.name: read("BUCKET", b.name) for b in topology.buckets},
+        environment=deployment.environment,
+    )
