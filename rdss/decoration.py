@@ -36,7 +36,7 @@ def decorate(payload: bytes, error_code: ErrorCode | str, error_description: str
     """The payload with ``errorCode`` and ``errorDescription`` added to its messageHeader."""
     code = str(error_code)
     description = error_description or ErrorCode(code).description
-    span = _header_span(payload)
+    span = _header_span(payload) if _is_json(payload) else None
     if span is not None:
         _start, end, empty, header = span
         if "errorCode" not in header and "errorDescription" not in header:
@@ -52,6 +52,8 @@ def original(record: bytes) -> bytes:
     header = decorated["messageHeader"]
     wrapped = decorated.get(WRAPPER_KEY)
     if set(decorated) == {"messageHeader", WRAPPER_KEY} and isinstance(wrapped, dict):
+        if wrapped["encoding"] == "s3":
+            raise ValueError(f"the payload is in s3://{wrapped['bucket']}/{wrapped['key']} (a claim check)")
         data = wrapped["data"]
         return base64.b64decode(data) if wrapped["encoding"] == "base64" else data.encode("utf-8")
     span = _header_span(record)
@@ -66,9 +68,32 @@ def original(record: bytes) -> bytes:
     raise ValueError("not a decorated message: the header does not end with errorCode and errorDescription")
 
 
+def claim_check(
+    error_code: ErrorCode | str, error_description: str, *, bucket: str, key: str, size: int, sha256: str
+) -> bytes:
+    """The record that stands for a payload too large to travel decorated (Claim Check): the
+    payload is in S3 and the wrapper says where, how big it is and its SHA-256."""
+    return orjson.dumps(
+        {
+            "messageHeader": {"errorCode": str(error_code), "errorDescription": error_description},
+            WRAPPER_KEY: {"encoding": "s3", "bucket": bucket, "key": key, "bytes": size, "sha256": sha256},
+        }
+    )
+
+
 def is_wrapped(record: dict[str, Any]) -> bool:
     """True for a decorated record that carries its payload in the wrapper."""
     return set(record) == {"messageHeader", WRAPPER_KEY}
+
+
+def _is_json(payload: bytes) -> bool:
+    """What orjson accepts: the standard library's scanner (used to find the header) also takes
+    NaN and Infinity, which would make the decorated record unreadable."""
+    try:
+        orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _insertion(code: str, description: str, empty: bool) -> bytes:

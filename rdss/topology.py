@@ -171,6 +171,8 @@ RDSS = Topology(
             sends_to=("metadata", "vocabulary", "responses", "sequence", "invalid", "error"),
             reads_tables=("messages",),
             writes_tables=("messages",),
+            # error records too large to travel decorated are kept there (claim check)
+            writes_buckets=("errors",),
         ),
         Processor(
             "sequencer",

@@ -30,6 +30,13 @@ def register(commands: Any) -> None:
     check.add_argument("--json", action="store_true", help="print the figures as JSON")
     check.set_defaults(run=run_validate)
 
+    broker = kinds.add_parser("broker", help="the broker handler on realistic Kinesis events")
+    broker.add_argument("--records", type=int, default=2000, metavar="N", help="messages (default 2000)")
+    broker.add_argument("--batch", type=int, default=1000, metavar="B", help="records per event (default 1000)")
+    broker.add_argument("--stub-aws", action="store_true", help="answer AWS calls in memory: the CPU-only rate")
+    broker.add_argument("--json", action="store_true", help="print the figures as JSON")
+    broker.set_defaults(run=run_broker)
+
 
 def run_validate(args: argparse.Namespace) -> int:
     from rdss.bench import reference, validate
@@ -56,4 +63,20 @@ def run_validate(args: argparse.Namespace) -> int:
             f"  reference (jsonschema Draft4 + formats) {figures.reference_per_s:>9,.0f} msg/s"
             f"   classifier = {figures.times_reference:,.0f}x reference"
         )
+    return 0
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    from rdss.bench import broker
+
+    if args.records < 1 or args.batch < 1:
+        raise CommandError("--records and --batch must be at least 1")
+    figures = broker.run(args.records, batch=args.batch, stub_aws=args.stub_aws)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        return 0
+    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
+    print(f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)")
+    print(f"  {figures.calls_per_1000:>10.1f} AWS data-plane calls per 1,000 messages ({calls})")
     return 0

@@ -151,3 +151,10 @@ def test_any_json_object_survives_decoration(document: dict, indent, description
     record = orjson.loads(decorated)
     assert record["messageHeader"]["errorCode"] == "GENERR001"
     assert decoration.original(decorated) == payload
+
+
+@pytest.mark.parametrize("payload", [b'{"messageHeader": {"a": NaN}}', b'{"messageHeader": {}, "x": Infinity}'])
+def test_payloads_json_only_to_python_are_wrapped(payload: bytes):
+    decorated = decoration.decorate(payload, ErrorCode.GENERR007, "malformed")
+    assert decoration.is_wrapped(orjson.loads(decorated))
+    assert decoration.original(decorated) == payload

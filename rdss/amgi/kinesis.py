@@ -1,0 +1,360 @@
+"""An AMGI server for AWS Lambda's Kinesis event source mapping.
+
+``KinesisEventSourceMappingHandler(app)`` is a Lambda handler. Each invocation's records are
+grouped by (stream, shard) and handed to the app as one ``message`` scope per group, in shard
+order: address = stream name, receive id = sequence number, bindings
+``{"kinesis": {partition_key, sequence_number, shard_id, approximate_arrival_timestamp}}``.
+
+What comes back to Lambda is a ReportBatchItemFailures response: every record the app nacked
+or left unacknowledged is a batch item failure (Lambda then retries from the earliest of
+them). ``message.send`` events are buffered and delivered with batched PutRecords calls (see
+:mod:`rdss.delivery`); before an ack is accepted every earlier send is delivered, so an acked
+record's outputs are never lost. Apps that want per-message outcomes use the
+``message.send.flush`` extension, which reports undelivered sends in :class:`SendFailed`.
+
+Lifespan runs once per execution environment: on the first invocation (startup) and on
+:meth:`close` (shutdown). Nothing here knows about RDSS; any AMGI app can run behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import gc
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rdss.amgi.types import (
+    AMGI_VERSION,
+    MESSAGE_SPEC_VERSION,
+    SEND_FLUSH_EXTENSION,
+    Application,
+    MessageScope,
+    MessageSendEvent,
+    SendFailed,
+)
+from rdss.delivery import DEFAULT_BACKOFF, PutRecordsBatcher, Record
+from rdss.retry import Backoff
+
+_log = logging.getLogger(__name__)
+
+#: Buffered sends are delivered early once a stream has this many (one full PutRecords call).
+_AUTO_FLUSH_RECORDS = 500
+
+
+@dataclass
+class _KinesisRecord:
+    sequence_number: str
+    partition_key: str
+    data: bytes
+    shard_id: str
+    arrival: float | None
+
+
+class KinesisEventSourceMappingHandler:
+    """A Lambda handler serving an AMGI app from Kinesis event-source-mapping events."""
+
+    def __init__(
+        self,
+        app: Application,
+        *,
+        kinesis: Any = None,
+        client_factory: Callable[[], Any] | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        sleep: Callable[[float], None] | None = None,
+        logger: logging.Logger | None = None,
+        pause_gc: bool = True,
+    ) -> None:
+        """
+        Args:
+            app: any AMGI application.
+            kinesis: a boto3 Kinesis client for ``message.send`` (default: created on first use,
+                honouring ``AWS_ENDPOINT_URL``).
+            client_factory: builds that client lazily instead (e.g. a counting client).
+            backoff: retries of failed PutRecords entries.
+            pause_gc: pause the cyclic garbage collector while a batch is handled. A batch
+                allocates hundreds of thousands of short-lived objects (parsed messages) that
+                reference counting frees; letting the collector walk them as they pile up cost
+                a third of the broker's time. It runs again as soon as the batch is done.
+        """
+        self.app = app
+        self._kinesis = kinesis
+        self._client_factory = client_factory
+        self._backoff = backoff
+        self._sleep = sleep
+        self.log = logger or _log
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state: dict[str, Any] = {}
+        self._lifespan: _Lifespan | None = None
+        self._pause_gc = pause_gc
+
+    # -- Lambda entry point --------------------------------------------------------------------
+    def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        loop = self._event_loop()
+        if self._lifespan is None:
+            self._lifespan = _Lifespan(self.app, self._state, self.log)
+            loop.run_until_complete(self._lifespan.startup())
+        paused = self._pause_gc and gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            failures = loop.run_until_complete(self.handle(event))
+        finally:
+            if paused:
+                gc.enable()
+        return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failures]}
+
+    def close(self) -> None:
+        """Run lifespan shutdown (the local runtime calls this; Lambda just freezes the process)."""
+        if self._loop is None:
+            return
+        if self._lifespan is not None:
+            self._loop.run_until_complete(self._lifespan.shutdown())
+        self._loop.close()
+        self._loop = None
+
+    def __del__(self) -> None:
+        # Lambda simply freezes and discards the process; elsewhere (tests, the local runtime)
+        # a handler that was never closed leaves its lifespan task pending: cancel it quietly.
+        loop = self._loop
+        if loop is None or loop.is_closed() or loop.is_running():
+            return
+        task = self._lifespan.task if self._lifespan is not None else None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+        loop.close()
+
+    # -- batches -------------------------------------------------------------------------------
+    async def handle(self, event: dict[str, Any]) -> list[str]:
+        """Serve one event; returns the sequence numbers of records that must be retried."""
+        groups: dict[tuple[str, str], list[_KinesisRecord]] = {}
+        for raw in event.get("Records", []):
+            kinesis = raw["kinesis"]
+            shard_id = raw.get("eventID", "").split(":", 1)[0]
+            record = _KinesisRecord(
+                sequence_number=kinesis["sequenceNumber"],
+                partition_key=kinesis["partitionKey"],
+                data=base64.b64decode(kinesis["data"]),
+                shard_id=shard_id,
+                arrival=kinesis.get("approximateArrivalTimestamp"),
+            )
+            groups.setdefault((raw["eventSourceARN"], shard_id), []).append(record)
+        failures: list[str] = []
+        for (arn, _shard), records in groups.items():
+            failures.extend(await self._serve(_stream_name(arn), records))
+        return failures
+
+    async def _serve(self, stream: str, records: list[_KinesisRecord]) -> list[str]:
+        outbox = _Outbox(self._batcher(), self.log)
+        ids = {r.sequence_number for r in records}
+        acked: set[str] = set()
+        nacked: set[str] = set()
+        position = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal position
+            if position >= len(records):
+                raise RuntimeError("receive() called after the last message of the batch")
+            record = records[position]
+            position += 1
+            return {
+                "type": "message.receive",
+                "id": record.sequence_number,
+                "headers": [],
+                "payload": record.data,
+                "bindings": {
+                    "kinesis": {
+                        "partition_key": record.partition_key,
+                        "sequence_number": record.sequence_number,
+                        "shard_id": record.shard_id,
+                        "approximate_arrival_timestamp": record.arrival,
+                    }
+                },
+                "more_messages": position < len(records),
+            }
+
+        async def send(message: dict[str, Any]) -> None:
+            kind = message["type"]
+            if kind == "message.send":
+                await outbox.add(message)  # type: ignore[arg-type]
+            elif kind == SEND_FLUSH_EXTENSION:
+                outbox.flush()
+            elif kind == "message.ack":
+                _known(message["id"], ids)
+                outbox.flush()  # an ack promises the message's outputs are delivered
+                acked.add(message["id"])
+            elif kind == "message.nack":
+                _known(message["id"], ids)
+                nacked.add(message["id"])
+                self.log.warning("message %s nacked: %s", message["id"], message.get("message", ""))
+            else:
+                raise ValueError(f"unsupported event type {kind!r}")
+
+        scope: MessageScope = {
+            "type": "message",
+            "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},  # type: ignore[typeddict-item]
+            "address": stream,
+            "state": dict(self._state),
+            "extensions": {SEND_FLUSH_EXTENSION: {}},
+        }
+        try:
+            await self.app(scope, receive, send)
+        except Exception:
+            self.log.exception("the application failed on a batch of %d record(s) from %s", len(records), stream)
+        try:
+            outbox.flush()
+        except SendFailed:
+            # outputs sent after the last ack did not all arrive: retry the whole batch rather
+            # than lose them (the app's de-duplication absorbs the repeats)
+            self.log.error("sends after the last ack were not delivered; the whole batch will be retried")
+            return [r.sequence_number for r in records]
+        return [r.sequence_number for r in records if r.sequence_number not in acked or r.sequence_number in nacked]
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _batcher(self) -> PutRecordsBatcher:
+        if self._kinesis is None:
+            if self._client_factory is not None:
+                self._kinesis = self._client_factory()
+            else:
+                import boto3
+
+                self._kinesis = boto3.client("kinesis")
+        kwargs: dict[str, Any] = {"backoff": self._backoff, "logger": self.log}
+        if self._sleep is not None:
+            kwargs["sleep"] = self._sleep
+        return PutRecordsBatcher(self._kinesis, **kwargs)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+
+class _Outbox:
+    """Buffered ``message.send`` events, delivered in PutRecords batches."""
+
+    def __init__(self, batcher: PutRecordsBatcher, log: logging.Logger) -> None:
+        self.batcher = batcher
+        self.log = log
+        self.pending: list[Record] = []
+        self.per_stream: dict[str, int] = {}
+
+    async def add(self, message: MessageSendEvent) -> None:
+        payload = message.get("payload") or b""
+        binding = (message.get("bindings") or {}).get("kinesis", {})
+        record = Record(
+            stream=message["address"],
+            data=payload,
+            partition_key=str(binding.get("partition_key") or uuid.uuid4().hex),
+            explicit_hash_key=binding.get("explicit_hash_key"),
+            token=message,
+        )
+        self.pending.append(record)
+        count = self.per_stream[record.stream] = self.per_stream.get(record.stream, 0) + 1
+        if count >= _AUTO_FLUSH_RECORDS:  # a full call's worth for one stream: send just those
+            self.flush(record.stream)
+
+    def flush(self, stream: str | None = None) -> None:
+        """Deliver what is buffered (for one stream, or all). Raises SendFailed naming the sends
+        that did not arrive."""
+        if stream is None:
+            records, self.pending, self.per_stream = self.pending, [], {}
+        else:
+            records = [r for r in self.pending if r.stream == stream]
+            self.pending = [r for r in self.pending if r.stream != stream]
+            self.per_stream.pop(stream, None)
+        if not records:
+            return
+        report = self.batcher.put(records)
+        if report.failed:
+            failed = [f.record.token for f in report.failed]
+            raise SendFailed(
+                f"{len(failed)} of {len(records)} message(s) not delivered: {report.failed[0].error_code}", failed
+            )
+
+
+class _Lifespan:
+    """Runs the app's lifespan protocol on the handler's event loop."""
+
+    def __init__(self, app: Application, state: dict[str, Any], log: logging.Logger) -> None:
+        self.app = app
+        self.state = state
+        self.log = log
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.started: asyncio.Future[bool] | None = None
+        self.stopped: asyncio.Future[bool] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.supported = True
+
+    async def startup(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.started, self.stopped = loop.create_future(), loop.create_future()
+        self.task = loop.create_task(self._run())
+        await self.inbox.put({"type": "lifespan.startup"})
+        await asyncio.wait([self.started, self.task], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+        if not self.started.done():  # the app returned or raised without answering: no lifespan
+            self.supported = False
+            return
+        if not self.started.result():
+            raise RuntimeError("the application's lifespan startup failed")
+
+    async def shutdown(self) -> None:
+        if not self.supported or self.task is None or self.task.done() or self.stopped is None:
+            return
+        await self.inbox.put({"type": "lifespan.shutdown"})
+        await asyncio.wait([self.stopped, self.task], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+
+    async def _run(self) -> None:
+        scope = {
+            "type": "lifespan",
+            "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},
+            "state": self.state,
+        }
+
+        async def receive() -> dict[str, Any]:
+            return await self.inbox.get()
+
+        async def send(message: dict[str, Any]) -> None:
+            kind = message["type"]
+            if kind in ("lifespan.startup.complete", "lifespan.startup.failed") and self.started is not None:
+                if not self.started.done():
+                    self.started.set_result(kind.endswith("complete"))
+                if kind.endswith("failed"):
+                    self.log.error("lifespan startup failed: %s", message.get("message", ""))
+            elif (
+                kind in ("lifespan.shutdown.complete", "lifespan.shutdown.failed")
+                and self.stopped is not None
+                and not self.stopped.done()
+            ):
+                self.stopped.set_result(kind.endswith("complete"))
+
+        try:
+            await self.app(scope, receive, send)
+        except Exception:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # torn down with the execution environment: nothing to report
+                return
+            if self.started is not None and not self.started.done():
+                self.log.debug("the application does not support lifespan", exc_info=True)
+            else:
+                self.log.exception("the application's lifespan failed")
+
+
+def _stream_name(arn: str) -> str:
+    """``arn:aws:kinesis:<region>:<account>:stream/<name>`` -> ``<name>``."""
+    return arn.rsplit("/", 1)[-1] if "/" in arn else arn
+
+
+def _known(message_id: str, ids: set[str]) -> None:
+    if message_id not in ids:
+        raise ValueError(f"unknown message id {message_id!r} in this batch")
+
+
+__all__ = ["KinesisEventSourceMappingHandler", "SendFailed"]

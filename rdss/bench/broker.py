@@ -1,0 +1,175 @@
+"""``rdss bench broker``: the real broker handler on realistic Kinesis events.
+
+N realistic messages become event-source-mapping events (``--batch`` records each, the way
+Lambda delivers a shard's batch) in memory; the broker handler - the AMGI app behind the
+Kinesis adaptor, exactly as deployed - is invoked on each. Against the embedded emulator every
+AWS call is real HTTP; with ``--stub-aws`` the clients answer in memory, which leaves the CPU
+cost of the broker itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+
+from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.broker import Broker
+from rdss.topology import Deployment, from_environment
+from rdss.workload import Workload
+
+_DATA_PLANE = {
+    "PutRecords",
+    "PutRecord",
+    "TransactWriteItems",
+    "BatchGetItem",
+    "BatchWriteItem",
+    "PutItem",
+    "GetItem",
+    "UpdateItem",
+    "PutObject",
+}
+
+
+@dataclass(frozen=True)
+class Figures:
+    records: int
+    batch: int
+    seconds: float
+    aws: str
+    calls: dict[str, int]
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def calls_per_1000(self) -> float:
+        return sum(self.calls.values()) * 1000 / self.records
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "records_per_second": self.records_per_second,
+            "calls_per_1000": self.calls_per_1000,
+        }
+
+
+def events(count: int, batch: int, seed: int = 11) -> list[dict[str, Any]]:
+    """Realistic messages as Lambda event-source-mapping events of ``batch`` records."""
+    arn = "arn:aws:kinesis:eu-west-2:123456789012:stream/rdss-bench-input"
+    payloads = [orjson.dumps(m) for m in Workload(seed).mix(count)]
+    built = []
+    for start in range(0, count, batch):
+        records = []
+        for offset, payload in enumerate(payloads[start : start + batch]):
+            sequence = f"{49_600_000_000_000_000_000_000_000_000_000_000_000_000_000 + start + offset}"
+            records.append(
+                {
+                    "kinesis": {
+                        "kinesisSchemaVersion": "1.0",
+                        "partitionKey": f"{start + offset:08x}",
+                        "sequenceNumber": sequence,
+                        "data": base64.b64encode(payload).decode("ascii"),
+                        "approximateArrivalTimestamp": 1_795_000_000.0 + start + offset,
+                    },
+                    "eventSource": "aws:kinesis",
+                    "eventVersion": "1.0",
+                    "eventID": f"shardId-000000000000:{sequence}",
+                    "eventName": "aws:kinesis:record",
+                    "invokeIdentityArn": "arn:aws:iam::123456789012:role/rdss-broker",
+                    "awsRegion": "eu-west-2",
+                    "eventSourceARN": arn,
+                }
+            )
+        built.append({"Records": records})
+    return built
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    def attach(self, client: Any) -> Any:
+        client.meta.events.register("before-call.*.*", self._count)
+        return client
+
+    def _count(self, model: Any, **_: Any) -> None:
+        if model.name in _DATA_PLANE:
+            self.calls[model.name] = self.calls.get(model.name, 0) + 1
+
+
+def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
+    """Time the broker handler over ``count`` records; count the AWS calls it makes."""
+    built = events(count, batch)
+    deployment = Deployment("bench")
+    names = from_environment(deployment.environment_variables())
+    counter = _Counter()
+    endpoint = None
+    if stub_aws:
+        kinesis: Any = _StubKinesis(counter)
+        dynamodb: Any = _StubDynamoDB(counter)
+        s3: Any = None
+    else:
+        from rdss.local.emulator import provision, start_embedded
+
+        endpoint = start_embedded()
+        provision(endpoint, deployment)
+        kinesis = counter.attach(endpoint.client("kinesis"))
+        dynamodb = counter.attach(endpoint.client("dynamodb"))
+        s3 = counter.attach(endpoint.client("s3"))
+    try:
+        handler = KinesisEventSourceMappingHandler(Broker(names=names, dynamodb=dynamodb, s3=s3), kinesis=kinesis)
+        handler({"Records": []}, None)  # lifespan startup outside the timing, as in a warm Lambda
+        started = time.perf_counter()
+        for event in built:
+            response = handler(event, None)
+            if response["batchItemFailures"]:
+                raise AssertionError(f"{len(response['batchItemFailures'])} records failed")
+        seconds = time.perf_counter() - started
+        handler.close()
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
+    return Figures(
+        count, batch, seconds, "stub" if stub_aws else "embedded emulator", dict(sorted(counter.calls.items()))
+    )
+
+
+class _StubKinesis:
+    """Answers PutRecords in memory (every entry accepted)."""
+
+    def __init__(self, counter: _Counter) -> None:
+        self.counter = counter
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        self.counter.calls["PutRecords"] = self.counter.calls.get("PutRecords", 0) + 1
+        return {
+            "FailedRecordCount": 0,
+            "Records": [{"ShardId": "shardId-000000000000", "SequenceNumber": str(i)} for i in range(len(Records))],
+        }
+
+
+class _StubDynamoDB:
+    """Answers the Local Data Repository's calls in memory, as an empty table would."""
+
+    def __init__(self, counter: _Counter) -> None:
+        self.counter = counter
+
+    def _count(self, name: str) -> None:
+        self.counter.calls[name] = self.counter.calls.get(name, 0) + 1
+
+    def transact_write_items(self, **_: Any) -> dict[str, Any]:
+        self._count("TransactWriteItems")
+        return {}
+
+    def batch_get_item(self, **_: Any) -> dict[str, Any]:
+        self._count("BatchGetItem")
+        return {"Responses": {}, "UnprocessedKeys": {}}
+
+    def put_item(self, **_: Any) -> dict[str, Any]:
+        self._count("PutItem")
+        return {}

@@ -1,0 +1,297 @@
+"""The broker: an AMGI app that handles every message entering the ``input`` channel.
+
+Per batch (one shard's records):
+
+1. classify every record with :func:`rdss.validation.validate`;
+2. claim each message in the Local Data Repository (messageId for valid messages; the stream
+   record itself for invalid ones, whose ids cannot be trusted) - duplicates stop here;
+3. send: whole valid messages to their routed channel (replies to their request's
+   returnAddress), sequence parts to the ``sequence`` channel keyed by sequence id, invalid
+   and error messages, decorated with errorCode/errorDescription, to ``invalid``/``error``;
+4. record in the batch ledger which records' outputs were delivered, then ack them.
+
+Bad input is never nacked: a poison message goes to the invalid or error channel and the
+shard moves on. Only infrastructure failures (DynamoDB throttling, undeliverable sends) nack,
+and only the records they affect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rdss import decoration, timestamps
+from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
+from rdss.broker.routing import Router
+from rdss.delivery import MAX_RECORD_BYTES
+from rdss.errors import ErrorCode
+from rdss.ldr import RECEIVED, Claim, ClaimOutcome, LocalDataRepository
+from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.topology import RDSS, Resolved, Topology, from_environment
+from rdss.validation import Verdict, validate
+
+# Room left in a Kinesis record for the partition key once an error record is decorated.
+_RECORD_ROOM = MAX_RECORD_BYTES - 256
+
+
+@dataclass(eq=False)  # items are compared by identity: each is one stream record
+class _Item:
+    """One received record and what the broker decided for it."""
+
+    id: str
+    record: str
+    payload: bytes
+    partition_key: str
+    verdict: Verdict
+    key: str
+    header: dict[str, Any]
+    outcome: str = ""
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    failure: str | None = None
+
+
+class Broker:
+    """Classifies, de-duplicates and routes the messages of the ``input`` channel."""
+
+    processor = "broker"
+
+    def __init__(
+        self,
+        *,
+        names: Resolved,
+        dynamodb: Any,
+        s3: Any = None,
+        topology: Topology = RDSS,
+        clock: Callable[[], float] = time.time,
+        now: Callable[[], datetime] = timestamps.now,
+    ) -> None:
+        self.names = names
+        self.ldr = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
+        self.router = Router(names, topology)
+        self.s3 = s3
+        self.now = now
+
+    @classmethod
+    def from_environment(cls) -> Broker:
+        """A broker configured the way the CDK app (or the local runtime) deployed it."""
+        from rdss.aws import client
+
+        return cls(names=from_environment(), dynamodb=client("dynamodb"), s3=client("s3"))
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+        elif scope["type"] == "message":
+            await self.handle_batch(scope, receive, send)
+
+    @tracer.capture_method
+    async def handle_batch(self, scope: Any, receive: Receive, send: Send) -> None:
+        events = []
+        more = True
+        while more:
+            event = await receive()
+            events.append(event)
+            more = bool(event.get("more_messages", False))
+        started = time.perf_counter()
+        now = self.now()
+        items = [self._classify(event, now) for event in events]
+        tally = Tally()
+        ledger = self.ldr.new_ledger()
+        self._claim(items, ledger, tally)
+        self._plan_outputs(items, now, tally)
+        await self._deliver(scope, send, items)
+        sent = [item.record for item in items if item.outputs and item.failure is None]
+        try:
+            self.ldr.write_ledger(ledger, sent)
+        except Exception:  # outputs are out: acknowledge anyway; only a redelivery would repeat them
+            logger.exception("could not write the batch ledger", extra={"ledger": ledger, "records": len(sent)})
+        for item in items:
+            if item.failure is not None:
+                tally.add("outcome", "nacked")
+                await send({"type": "message.nack", "id": item.id, "message": item.failure})
+            else:
+                await send({"type": "message.ack", "id": item.id})
+        emit_counts(self.processor, tally)
+        logger.info(
+            "batch handled",
+            extra={
+                "address": scope.get("address"),
+                "records": len(items),
+                "counts": {f"{d}:{v}": n for (d, v), n in sorted(tally.items())},
+                "milliseconds": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+
+    # -- 1. classify ---------------------------------------------------------------------------
+    def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
+        binding = event.get("bindings", {}).get("kinesis", {})
+        payload = event.get("payload") or b""
+        record = f"{binding.get('shard_id', '')}/{event['id']}"
+        verdict = validate(payload, now=now)
+        header = verdict.header or {}
+        key = header["messageId"] if verdict.valid else f"record#{record}"
+        partition_key = str(binding.get("partition_key") or event["id"])
+        return _Item(event["id"], record, payload, partition_key, verdict, key, header)
+
+    # -- 2. claim ------------------------------------------------------------------------------
+    def _claim(self, items: list[_Item], ledger: str, tally: Tally) -> None:
+        first: dict[str, _Item] = {}
+        claims: dict[str, Claim] = {}
+        for item in items:
+            if item.key in first:  # the same message twice in one batch
+                item.outcome = "duplicate"
+                continue
+            first[item.key] = item
+            claims[item.key] = Claim(item.key, item.record, _claim_attributes(item.verdict))
+        self.ldr.claim(list(claims.values()), ledger=ledger)
+        for key, claim in claims.items():
+            item = first[key]
+            if claim.outcome is ClaimOutcome.DUPLICATE:
+                item.outcome = "duplicate"
+            elif claim.outcome is ClaimOutcome.REDELIVERED and claim.already_sent:
+                item.outcome = "redelivered"
+            elif claim.outcome is ClaimOutcome.UNAVAILABLE:
+                item.failure = "the Local Data Repository is unavailable (throttled or timed out); retry"
+        for item in items:
+            if item.outcome in ("duplicate", "redelivered"):
+                tally.add("outcome", item.outcome)
+
+    # -- 3. plan and deliver -------------------------------------------------------------------
+    def _plan_outputs(self, items: list[_Item], now: datetime, tally: Tally) -> None:
+        pending = [i for i in items if not i.outcome and i.failure is None]
+        replies = [i for i in pending if i.verdict.valid and not i.verdict.is_part and self._is_reply(i)]
+        addresses = self._return_addresses(replies)
+        is_reply = set(map(id, replies))
+        for item in pending:
+            verdict = item.verdict
+            if not verdict.valid:
+                assert verdict.channel is not None
+                channel = verdict.channel.value
+                item.outcome = channel
+                item.outputs.append(self._event(channel, self._decorated(item, now), item.partition_key))
+                tally.add("code", str(verdict.error_code))
+            elif verdict.is_part:
+                header = item.header
+                item.outcome = "part"
+                item.outputs.append(self._event("sequence", item.payload, header["messageSequence"]["sequence"]))
+            else:
+                header = item.header
+                if id(item) in is_reply and addresses is None:
+                    item.failure = "return addresses could not be looked up (DynamoDB unavailable); retry"
+                    continue
+                address = (addresses or {}).get(header.get("correlationId", ""))
+                destination = self.router.destination(header["messageType"], header["messageClass"], address)
+                if destination.fallback:
+                    tally.add("reply", "default-channel")
+                item.outcome = "routed"
+                item.outputs.append(
+                    {
+                        "type": "message.send",
+                        "address": destination.stream,
+                        "headers": [],
+                        "payload": item.payload,
+                        "bindings": {"kinesis": {"partition_key": item.partition_key}},
+                    }
+                )
+                tally.add("channel", destination.channel)
+            tally.add("outcome", item.outcome)
+
+    def _is_reply(self, item: _Item) -> bool:
+        header = item.header
+        return self.router.needs_return_address(header["messageType"], header["messageClass"])
+
+    def _return_addresses(self, replies: list[_Item]) -> dict[str, str] | None:
+        """correlationId -> the returnAddress its request named (None: the look-up failed)."""
+        ids = [i.header.get("correlationId") for i in replies]
+        wanted = [i for i in ids if i]
+        if not wanted:
+            return {}
+        try:
+            requests = self.ldr.get(wanted)
+        except Exception:
+            logger.exception("return address look-up failed")
+            return None
+        return {key: item["returnAddress"] for key, item in requests.items() if item.get("returnAddress")}
+
+    async def _deliver(self, scope: Any, send: Send, items: list[_Item]) -> None:
+        owner: dict[int, _Item] = {}
+        for item in items:
+            for event in item.outputs:
+                owner[id(event)] = item
+                await send(event)
+        if SEND_FLUSH_EXTENSION not in scope.get("extensions", {}):
+            return  # the server delivers sends before it accepts an ack
+        try:
+            await send({"type": SEND_FLUSH_EXTENSION})
+        except SendFailed as failure:
+            for failed in failure.failed:
+                item = owner[id(failed)]
+                item.failure = f"output not delivered ({failure}); retry"
+
+    def _event(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
+        return {
+            "type": "message.send",
+            "address": self.names.stream(channel),
+            "headers": [],
+            "payload": payload,
+            "bindings": {"kinesis": {"partition_key": partition_key}},
+        }
+
+    def _decorated(self, item: _Item, now: datetime) -> bytes:
+        verdict = item.verdict
+        assert verdict.error_code is not None
+        record = decoration.decorate(item.payload, verdict.error_code, verdict.error_description or "")
+        if len(record) <= _RECORD_ROOM:
+            return record
+        return self._claim_check(item, now)
+
+    def _claim_check(self, item: _Item, now: datetime) -> bytes:
+        """A record too large for the channel once decorated: its bytes go to the errors bucket
+        and the channel carries a pointer (the Claim Check pattern). Nothing is dropped."""
+        if self.s3 is None:
+            raise RuntimeError("an oversize error record needs the errors bucket, and no S3 client was given")
+        digest = hashlib.sha256(item.payload).hexdigest()
+        moment = now.astimezone(UTC)
+        key = f"claim-check/{moment:%Y/%m/%d}/{digest}"
+        bucket = self.names.bucket("errors")
+        self.s3.put_object(Bucket=bucket, Key=key, Body=item.payload)
+        verdict = item.verdict
+        return decoration.claim_check(
+            verdict.error_code or ErrorCode.GENERR006,
+            verdict.error_description or "",
+            bucket=bucket,
+            key=key,
+            size=len(item.payload),
+            sha256=digest,
+        )
+
+
+def _claim_attributes(verdict: Verdict) -> dict[str, Any]:
+    """What the Local Data Repository keeps for a message (the spec's minimum, and more)."""
+    header = verdict.header if verdict.valid else None
+    if header is None:
+        return {"status": RECEIVED, "errorCode": str(verdict.error_code)}
+    sequence = header["messageSequence"]
+    return {
+        "messageClass": header["messageClass"],
+        "messageType": header["messageType"],
+        "sequence": sequence["sequence"],
+        "position": sequence["position"],
+        "status": RECEIVED,
+        "returnAddress": header.get("returnAddress"),
+        "correlationId": header.get("correlationId"),
+    }
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

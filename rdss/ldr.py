@@ -1,0 +1,285 @@
+"""The spec's Local Data Repository on DynamoDB: de-duplication with few calls.
+
+Kinesis delivers at least once, so every message received is recorded by messageId and a
+message whose id is already recorded is a duplicate. Recording is a *claim*: a conditional put
+(``attribute_not_exists``), up to 100 per TransactWriteItems call. When a transaction is
+cancelled, its cancellation reasons say which items already existed (and, with
+``ReturnValuesOnConditionCheckFailure=ALL_OLD``, what they hold); the others are retried
+without them. Powertools' idempotency utility, by comparison, spends two or more calls per
+record.
+
+A claim remembers the stream record that made it (``claimedBy``) and the *ledger* of the batch
+it belongs to. After a batch's outputs are delivered, one ledger item lists the records whose
+outputs arrived. So when Lambda re-delivers a record (a crash, a nack further up the shard), its
+claim is found with the same ``claimedBy`` and the ledger tells whether its outputs were already
+sent: if so it is acknowledged without sending again, otherwise it is sent now. A different
+record carrying an already-claimed messageId is a duplicate.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+#: The spec's statuses of a Local Data Repository entry.
+RECEIVED, TO_SEND, SENT = "RECEIVED", "TO_SEND", "SENT"
+
+#: Claims outlive the channels' 168-hour retention, so any redelivery still finds them.
+RETENTION_SECONDS = 8 * 24 * 3600
+
+_MAX_TRANSACTION = 100
+_MAX_BATCH_GET = 100
+_CLAIM_ATTEMPTS = 4
+_LEDGER_PREFIX = "ledger#"
+_THROTTLING = frozenset(
+    {
+        "ThrottlingError",
+        "ThrottlingException",
+        "ProvisionedThroughputExceeded",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TransactionConflict",
+        "TransactionInProgressException",
+        "InternalServerError",
+    }
+)
+
+
+class ClaimOutcome(StrEnum):
+    CLAIMED = "claimed"  # new: process it
+    DUPLICATE = "duplicate"  # another record already claimed this id
+    REDELIVERED = "redelivered"  # this very record claimed it before; see Claim.ledger
+    UNAVAILABLE = "unavailable"  # DynamoDB could not answer (throttling, timeouts): retry later
+
+
+@dataclass
+class Claim:
+    """One key to claim and, after :meth:`LocalDataRepository.claim`, what happened to it."""
+
+    key: str
+    record: str  # identity of the stream record claiming it, e.g. "shardId-000000000000/4959..."
+    attributes: dict[str, Any] = field(default_factory=dict)
+    outcome: ClaimOutcome | None = None
+    #: For DUPLICATE and REDELIVERED: the existing item (plain values).
+    existing: dict[str, Any] | None = None
+    #: For REDELIVERED: whether the earlier delivery's outputs were all sent (from its ledger).
+    already_sent: bool = False
+
+
+@dataclass
+class CallCounter:
+    """Counts the data-plane calls this repository makes (the broker's budget is per 1,000)."""
+
+    calls: int = 0
+
+
+class LocalDataRepository:
+    """The ``messages`` table: claims, look-ups and batch ledgers."""
+
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.table = table
+        self.clock = clock
+        self.sleep = sleep
+        self.counter = CallCounter()
+
+    # -- claims --------------------------------------------------------------------------------
+    def claim(self, claims: Sequence[Claim], ledger: str) -> None:
+        """Claim every key (distinct keys only); sets each claim's ``outcome``.
+
+        Raises nothing for infrastructure trouble: affected claims come back UNAVAILABLE.
+        """
+        expires = int(self.clock()) + RETENTION_SECONDS
+        for start in range(0, len(claims), _MAX_TRANSACTION):
+            self._claim_chunk(list(claims[start : start + _MAX_TRANSACTION]), ledger, expires)
+        redelivered = [c for c in claims if c.outcome is ClaimOutcome.REDELIVERED]
+        if redelivered:
+            self._resolve_redeliveries(redelivered, ledger)
+
+    def _claim_chunk(self, pending: list[Claim], ledger: str, expires: int) -> None:
+        shared = {
+            "ledger": {"S": ledger},
+            "receivedAt": {"N": str(int(self.clock()))},
+            "expiresAt": {"N": str(expires)},
+        }
+        for attempt in range(_CLAIM_ATTEMPTS):
+            if not pending:
+                return
+            items = [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            **_item(c.attributes),
+                            "messageId": {"S": c.key},
+                            "claimedBy": {"S": c.record},
+                            **shared,
+                        },
+                        "ConditionExpression": "attribute_not_exists(messageId)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+                for c in pending
+            ]
+            self.counter.calls += 1
+            try:
+                self.client.transact_write_items(TransactItems=items)
+            except ClientError as error:
+                reasons = error.response.get("CancellationReasons")
+                code = error.response.get("Error", {}).get("Code", "")
+                if code != "TransactionCanceledException" or not reasons:
+                    if code in _THROTTLING or code.startswith("Throttl"):
+                        self.sleep(0.05 * 2**attempt)
+                        continue
+                    raise
+                retry: list[Claim] = []
+                throttled = False
+                for claim, reason in zip(pending, reasons, strict=True):
+                    reason_code = reason.get("Code", "None")
+                    if reason_code == "ConditionalCheckFailed":
+                        existing = _plain(reason.get("Item", {}))
+                        claim.existing = existing
+                        claim.outcome = (
+                            ClaimOutcome.REDELIVERED
+                            if existing.get("claimedBy") == claim.record
+                            else ClaimOutcome.DUPLICATE
+                        )
+                    else:
+                        throttled = throttled or reason_code in _THROTTLING
+                        retry.append(claim)
+                pending = retry
+                if throttled:
+                    self.sleep(0.05 * 2**attempt)
+                continue
+            except BotoCoreError:
+                self.sleep(0.05 * 2**attempt)
+                continue
+            for claim in pending:
+                claim.outcome = ClaimOutcome.CLAIMED
+            return
+        for claim in pending:
+            claim.outcome = ClaimOutcome.UNAVAILABLE
+
+    def _resolve_redeliveries(self, redelivered: list[Claim], ledger: str) -> None:
+        """Read the ledgers of earlier deliveries: sent records are done; others are taken over."""
+        ledgers = {c.existing["ledger"] for c in redelivered if c.existing and c.existing.get("ledger")}
+        try:
+            found = self.get(sorted(ledgers))
+        except (ClientError, BotoCoreError):
+            for claim in redelivered:
+                claim.outcome = ClaimOutcome.UNAVAILABLE
+            return
+        for claim in redelivered:
+            previous = found.get((claim.existing or {}).get("ledger", ""))
+            claim.already_sent = previous is not None and claim.record in previous.get("records", set())
+            if not claim.already_sent:
+                # this delivery sends it: point the claim at this batch's ledger
+                try:
+                    self.counter.calls += 1
+                    self.client.update_item(
+                        TableName=self.table,
+                        Key={"messageId": {"S": claim.key}},
+                        UpdateExpression="SET #l = :l",
+                        ExpressionAttributeNames={"#l": "ledger"},
+                        ExpressionAttributeValues={":l": {"S": ledger}},
+                    )
+                except (ClientError, BotoCoreError):
+                    claim.outcome = ClaimOutcome.UNAVAILABLE
+
+    # -- ledgers -------------------------------------------------------------------------------
+    @staticmethod
+    def new_ledger() -> str:
+        return f"{_LEDGER_PREFIX}{uuid.uuid4()}"
+
+    def write_ledger(self, ledger: str, records: Iterable[str]) -> None:
+        """Record which stream records of a batch had all their outputs delivered."""
+        sent = sorted(set(records))
+        if not sent:
+            return
+        self.counter.calls += 1
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                "messageId": {"S": ledger},
+                "records": {"SS": sent},
+                "expiresAt": {"N": str(int(self.clock()) + RETENTION_SECONDS)},
+            },
+        )
+
+    # -- look-ups ------------------------------------------------------------------------------
+    def get(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Items by key (BatchGetItem, 100 keys a call, unprocessed keys retried)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _MAX_BATCH_GET):
+            request: dict[str, Any] = {
+                self.table: {"Keys": [{"messageId": {"S": k}} for k in unique[start : start + _MAX_BATCH_GET]]}
+            }
+            for attempt in range(_CLAIM_ATTEMPTS + 2):
+                self.counter.calls += 1
+                response = self.client.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    plain = _plain(item)
+                    found[plain["messageId"]] = plain
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                self.sleep(0.05 * 2**attempt)
+        return found
+
+    def put(self, key: str, attributes: dict[str, Any]) -> None:
+        """Write one entry unconditionally (the gateway's TO_SEND / SENT records)."""
+        self.counter.calls += 1
+        self.client.put_item(
+            TableName=self.table,
+            Item=_item({**attributes, "messageId": key, "expiresAt": int(self.clock()) + RETENTION_SECONDS}),
+        )
+
+
+def _item(values: dict[str, Any]) -> dict[str, Any]:
+    """Plain values -> DynamoDB attribute values (None dropped)."""
+    item: dict[str, Any] = {}
+    for name, value in values.items():
+        kind = type(value)
+        if kind is str:  # the common case first: this runs for every attribute of every claim
+            item[name] = {"S": value}
+        elif value is None:
+            continue
+        elif kind is bool:
+            item[name] = {"BOOL": value}
+        elif kind is int or kind is float:
+            item[name] = {"N": str(value)}
+        elif kind is set or kind is frozenset:
+            item[name] = {"SS": sorted(value)}
+        else:
+            item[name] = {"S": str(value)}
+    return item
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB attribute values -> plain values."""
+    plain: dict[str, Any] = {}
+    for name, value in item.items():
+        ((kind, raw),) = value.items()
+        if kind == "N":
+            plain[name] = int(raw) if raw.lstrip("-").isdigit() else float(raw)
+        elif kind == "SS":
+            plain[name] = set(raw)
+        elif kind == "BOOL":
+            plain[name] = bool(raw)
+        else:
+            plain[name] = raw
+    return plain

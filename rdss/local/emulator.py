@@ -1,0 +1,190 @@
+"""Embedded AWS: moto's server in this process, on a free loopback port, spoken to over HTTP.
+
+Everything talks to it with ordinary boto3 clients (``AWS_ENDPOINT_URL``), so code under test
+makes the same API calls it makes in AWS. :func:`provision` creates the topology's streams,
+tables and buckets for one deployment - the same description the CDK app deploys.
+
+When ``AWS_ENDPOINT_URL`` is already set (LocalStack, or a real account with an endpoint of
+its own), :func:`connect` uses that endpoint instead of starting moto.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from rdss.topology import Deployment
+
+DEFAULT_REGION = "eu-west-2"
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=30)
+
+
+@dataclass
+class Endpoint:
+    """Where AWS is, and the environment that points boto3 (in any process) at it."""
+
+    url: str | None
+    region: str = DEFAULT_REGION
+    credentials: Mapping[str, str] = field(default_factory=dict)
+    _server: Any = None
+
+    def environment(self) -> dict[str, str]:
+        env = {"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region, **self.credentials}
+        if self.url:
+            env["AWS_ENDPOINT_URL"] = self.url
+        return env
+
+    def client(self, service: str) -> Any:
+        kwargs: dict[str, Any] = {"region_name": self.region, "config": _CONFIG}
+        if self.url:
+            kwargs["endpoint_url"] = self.url
+        if self.credentials:
+            kwargs["aws_access_key_id"] = self.credentials["AWS_ACCESS_KEY_ID"]
+            kwargs["aws_secret_access_key"] = self.credentials["AWS_SECRET_ACCESS_KEY"]
+        return boto3.client(service, **kwargs)
+
+    @property
+    def embedded(self) -> bool:
+        return self._server is not None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+def start_embedded(region: str = DEFAULT_REGION) -> Endpoint:
+    """Start moto's server on 127.0.0.1 and a free port."""
+    from moto.server import ThreadedMotoServer
+
+    _item_level_transaction_rollback()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+    return Endpoint(f"http://{host}:{port}", region, credentials, server)
+
+
+def _item_level_transaction_rollback() -> None:
+    """Make moto's TransactWriteItems cost what DynamoDB's does: proportional to the items in
+    the transaction, not to the size of the table.
+
+    moto snapshots every table a transaction touches with ``copy.deepcopy`` - once per item -
+    so that it can restore the table if the transaction is cancelled; with the Local Data
+    Repository's 100-item claims that grows with every message ever recorded (0.05 s per call on
+    an empty table, 0.5 s after a few hundred claims). Here the touched items are snapshotted
+    instead, through the backend's own get/put/delete, and restored the same way; moto's table
+    copies become no-ops. Semantics are unchanged: a cancelled transaction leaves no trace.
+    """
+    import copy as stdlib_copy
+
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table
+
+    if getattr(models.DynamoDBBackend.transact_write_items, "_rdss_item_level", False):
+        return
+
+    class _TablesAreNotCopied:
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, Table) else stdlib_copy.deepcopy(value, memo)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(stdlib_copy, name)
+
+    models.copy = _TablesAreNotCopied()  # type: ignore[assignment,attr-defined]
+    original = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        touched: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        for entry in transact_items:
+            operation, details = next(iter(entry.items()))
+            table = self.tables.get(details.get("TableName"))
+            if table is None:
+                continue
+            if operation == "Put":
+                names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+                key = {name: details["Item"][name] for name in names if name in details["Item"]}
+            else:
+                key = details.get("Key", {})
+            try:
+                current = self.get_item(details["TableName"], key)
+            except Exception:  # malformed keys: moto reports them itself
+                current = None
+            touched.append((details["TableName"], key, current.to_json()["Attributes"] if current else None))
+        try:
+            original(self, transact_items)
+        except Exception:
+            for table_name, key, attributes in reversed(touched):
+                try:
+                    if attributes is None:
+                        self.delete_item(table_name, key)
+                    else:
+                        self.put_item(table_name, attributes)
+                except Exception:  # the item was never written
+                    pass
+            raise
+
+    transact_write_items._rdss_item_level = True  # type: ignore[attr-defined]
+    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def connect(region: str | None = None) -> Endpoint:
+    """The endpoint given by ``AWS_ENDPOINT_URL`` if set, else a new embedded moto server."""
+    url = os.environ.get("AWS_ENDPOINT_URL")
+    region = region or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    if url:
+        return Endpoint(url, region)
+    return start_embedded(region)
+
+
+def provision(endpoint: Endpoint, deployment: Deployment, *, shards: int = 1) -> None:
+    """Create every stream, table and bucket of the deployment (idempotent)."""
+    kinesis, dynamodb, s3 = endpoint.client("kinesis"), endpoint.client("dynamodb"), endpoint.client("s3")
+    topology = deployment.topology
+    existing = set(kinesis.list_streams().get("StreamNames", []))
+    for channel in topology.channels:
+        name = deployment.stream(channel.name)
+        if name not in existing:
+            kinesis.create_stream(StreamName=name, ShardCount=shards)
+    tables = set(dynamodb.list_tables().get("TableNames", []))
+    for table in topology.tables:
+        name = deployment.table(table.name)
+        if name in tables:
+            continue
+        keys = [{"AttributeName": table.partition_key, "KeyType": "HASH"}]
+        attributes = [{"AttributeName": table.partition_key, "AttributeType": "S"}]
+        if table.sort_key:
+            keys.append({"AttributeName": table.sort_key, "KeyType": "RANGE"})
+            attributes.append({"AttributeName": table.sort_key, "AttributeType": "S"})
+        dynamodb.create_table(
+            TableName=name, KeySchema=keys, AttributeDefinitions=attributes, BillingMode="PAY_PER_REQUEST"
+        )
+    buckets = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+    for bucket in topology.buckets:
+        name = deployment.bucket(bucket.name)
+        if name not in buckets:
+            s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": endpoint.region})
+    for channel in topology.channels:
+        _wait_active(kinesis, deployment.stream(channel.name))
+    for table in topology.tables:
+        dynamodb.get_waiter("table_exists").wait(TableName=deployment.table(table.name))
+
+
+def _wait_active(kinesis: Any, stream: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
+        if status == "ACTIVE":
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"stream {stream} is still {status}")
+        time.sleep(0.2)

@@ -1,0 +1,236 @@
+"""A local Kinesis event source mapping with Lambda's semantics.
+
+For each shard of a stream, in order: read a batch (up to ``batch_size`` records, waiting up
+to ``batching_window`` seconds for a full one), invoke the handler with a real Kinesis event,
+and act on the answer the way Lambda does:
+
+* ``batchItemFailures`` empty: checkpoint after the batch;
+* some failures: checkpoint before the earliest failed record and retry from it;
+* the function raised: retry the batch, bisecting it first when ``bisect_on_error`` is set
+  (halves do not count against the retry limit);
+* a batch failing more than ``max_retries`` times, or older than ``max_record_age``: its
+  records' details go to the on-failure destination and the shard moves on.
+
+Checkpoints are kept in memory by default; pass a ``checkpoints`` dict to share or persist them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rdss.local.events import esm_event
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class FailedBatch:
+    """What the on-failure destination receives (the shape of Lambda's failure record, abridged)."""
+
+    stream_arn: str
+    shard_id: str
+    start_sequence_number: str
+    end_sequence_number: str
+    batch_size: int
+    condition: str
+    approximate_arrival_of_first_record: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requestContext": {"condition": self.condition, "approximateInvokeCount": None},
+            "KinesisBatchInfo": {
+                "shardId": self.shard_id,
+                "startSequenceNumber": self.start_sequence_number,
+                "endSequenceNumber": self.end_sequence_number,
+                "approximateArrivalOfFirstRecord": self.approximate_arrival_of_first_record,
+                "batchSize": self.batch_size,
+                "streamArn": self.stream_arn,
+            },
+        }
+
+
+@dataclass
+class MappingStats:
+    invocations: int = 0
+    records: int = 0
+    retries: int = 0
+    bisections: int = 0
+    function_errors: int = 0
+    failed_batches: list[FailedBatch] = field(default_factory=list)
+
+
+class EventSourceMapping:
+    """Polls one stream and invokes one handler, shard by shard, with Lambda's semantics."""
+
+    def __init__(
+        self,
+        kinesis: Any,
+        stream: str,
+        handler: Handler,
+        *,
+        region: str,
+        batch_size: int = 100,
+        batching_window: float = 0.0,
+        max_retries: int = 3,
+        bisect_on_error: bool = True,
+        max_record_age: float | None = None,
+        on_failure: Callable[[FailedBatch], None] | None = None,
+        checkpoints: MutableMapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kinesis = kinesis
+        self.stream = stream
+        self.handler = handler
+        self.region = region
+        self.batch_size = batch_size
+        self.batching_window = batching_window
+        self.max_retries = max_retries
+        self.bisect_on_error = bisect_on_error
+        self.max_record_age = max_record_age
+        self.on_failure = on_failure
+        self.checkpoints: MutableMapping[str, str] = {} if checkpoints is None else checkpoints
+        self.clock = clock
+        self.stats = MappingStats()
+        self._arn: str | None = None
+
+    @property
+    def stream_arn(self) -> str:
+        if self._arn is None:
+            self._arn = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"][
+                "StreamARN"
+            ]
+        return self._arn
+
+    def shards(self) -> list[str]:
+        shards: list[str] = []
+        kwargs: dict[str, Any] = {"StreamName": self.stream}
+        while True:
+            response = self.kinesis.list_shards(**kwargs)
+            shards.extend(s["ShardId"] for s in response["Shards"])
+            token = response.get("NextToken")
+            if not token:
+                return shards
+            kwargs = {"NextToken": token}
+
+    def poll(self) -> int:
+        """One pass over every shard: handle what is there. Returns the records handled."""
+        handled = 0
+        for shard in self.shards():
+            handled += self._poll_shard(shard)
+        return handled
+
+    def drain(self, idle_passes: int = 1) -> int:
+        """Poll until ``idle_passes`` consecutive passes find nothing. Returns records handled."""
+        total, idle = 0, 0
+        while idle < idle_passes:
+            handled = self.poll()
+            total += handled
+            idle = idle + 1 if handled == 0 else 0
+        return total
+
+    # -- one shard -----------------------------------------------------------------------------
+    def _poll_shard(self, shard: str) -> int:
+        handled = 0
+        while True:
+            records = self._read(shard)
+            if not records:
+                return handled
+            self._deliver(shard, records)
+            handled += len(records)
+
+    def _read(self, shard: str) -> list[dict[str, Any]]:
+        checkpoint = self.checkpoints.get(shard)
+        kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard}
+        if checkpoint is None:
+            kwargs["ShardIteratorType"] = "TRIM_HORIZON"
+        else:
+            kwargs["ShardIteratorType"] = "AFTER_SEQUENCE_NUMBER"
+            kwargs["StartingSequenceNumber"] = checkpoint
+        iterator = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
+        response = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size)
+        records: list[dict[str, Any]] = list(response["Records"])
+        iterator = response.get("NextShardIterator")
+        deadline = self.clock() + self.batching_window
+        # the batching window: wait for a full batch, but no longer than the window
+        while iterator and len(records) < self.batch_size and self.clock() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - self.clock())))
+            response = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(records))
+            records.extend(response["Records"])
+            iterator = response.get("NextShardIterator")
+        return records
+
+    def _deliver(self, shard: str, records: list[dict[str, Any]]) -> None:
+        """Handle one batch to completion (success, or the on-failure destination)."""
+        queue: list[tuple[list[dict[str, Any]], int]] = [(records, 0)]
+        while queue:
+            batch, attempts = queue.pop(0)
+            if self._too_old(batch):
+                self._give_up(shard, batch, "RecordAgeExceeded")
+                continue
+            self.stats.invocations += 1
+            self.stats.records += len(batch)
+            try:
+                response = self.handler(esm_event(self.stream_arn, shard, batch, self.region), None)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # in Lambda anything that ends an invocation is a function error
+                self.stats.function_errors += 1
+                _log.warning("handler raised on %d record(s) of %s/%s", len(batch), self.stream, shard, exc_info=True)
+                if self.bisect_on_error and len(batch) > 1:
+                    self.stats.bisections += 1
+                    middle = len(batch) // 2
+                    queue[:0] = [(batch[:middle], attempts), (batch[middle:], attempts)]
+                    continue
+                if attempts >= self.max_retries:
+                    self._give_up(shard, batch, "RetryAttemptsExhausted")
+                    continue
+                self.stats.retries += 1
+                queue.insert(0, (batch, attempts + 1))
+                continue
+            failures = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
+            if not failures:
+                self.checkpoints[shard] = batch[-1]["SequenceNumber"]
+                continue
+            index = next(i for i, r in enumerate(batch) if r["SequenceNumber"] in failures)
+            if index > 0:
+                self.checkpoints[shard] = batch[index - 1]["SequenceNumber"]
+            remainder = batch[index:]
+            if attempts >= self.max_retries:
+                self._give_up(shard, remainder, "RetryAttemptsExhausted")
+                continue
+            self.stats.retries += 1
+            queue.insert(0, (remainder, attempts + 1))
+
+    def _too_old(self, batch: list[dict[str, Any]]) -> bool:
+        if self.max_record_age is None:
+            return False
+        arrival = batch[0].get("ApproximateArrivalTimestamp")
+        if isinstance(arrival, datetime):
+            arrival = arrival.timestamp()
+        return arrival is not None and self.clock() - float(arrival) > self.max_record_age
+
+    def _give_up(self, shard: str, batch: list[dict[str, Any]], condition: str) -> None:
+        arrival = batch[0].get("ApproximateArrivalTimestamp")
+        failed = FailedBatch(
+            stream_arn=self.stream_arn,
+            shard_id=shard,
+            start_sequence_number=batch[0]["SequenceNumber"],
+            end_sequence_number=batch[-1]["SequenceNumber"],
+            batch_size=len(batch),
+            condition=condition,
+            approximate_arrival_of_first_record=arrival.astimezone(UTC).timestamp()
+            if isinstance(arrival, datetime)
+            else arrival,
+        )
+        self.stats.failed_batches.append(failed)
+        _log.error("batch sent to the on-failure destination: %s", failed)
+        if self.on_failure is not None:
+            self.on_failure(failed)
+        self.checkpoints[shard] = batch[-1]["SequenceNumber"]

@@ -1,0 +1,108 @@
+"""The sweep: sequences that will not complete go to the error channel, parts and all.
+
+Runs on a schedule (EventBridge in AWS, a timer in the local runtime). A sequence still
+waiting after its message's expirationTimestamp is GENERR003; one waiting longer than the
+configured timeout (parts lost or never sent) is GENERR006. Either way every part that did
+arrive is decorated and delivered to the error channel before the sequence is closed:
+nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rdss import decoration
+from rdss.delivery import PutRecordsBatcher, Record
+from rdss.errors import ErrorCode
+from rdss.observability import Tally, emit_counts, logger
+from rdss.sequencer.store import EXPIRED, TIMED_OUT, Progress, SequenceStore
+from rdss.topology import Resolved, from_environment
+
+#: Default time a sequence may wait for its parts when its message sets no expiry.
+DEFAULT_TIMEOUT_SECONDS = 3600
+
+
+class Sweep:
+    processor = "sweep"
+
+    def __init__(
+        self,
+        *,
+        names: Resolved,
+        dynamodb: Any,
+        s3: Any,
+        kinesis: Any,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.names = names
+        self.store = SequenceStore(
+            dynamodb=dynamodb, s3=s3, table=names.table("sequences"), bucket=names.bucket("staging"), clock=clock
+        )
+        self.batcher = PutRecordsBatcher(kinesis)
+        self.timeout = timeout_seconds
+        self.clock = clock
+
+    @classmethod
+    def from_environment(cls) -> Sweep:
+        from rdss.aws import client
+
+        timeout = float(os.environ.get("RDSS_SEQUENCE_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+        return cls(
+            names=from_environment(),
+            dynamodb=client("dynamodb"),
+            s3=client("s3"),
+            kinesis=client("kinesis"),
+            timeout_seconds=timeout,
+        )
+
+    def run(self) -> dict[str, Any]:
+        """One sweep; returns what it moved (also logged and counted)."""
+        now = self.clock()
+        tally = Tally()
+        moved: list[str] = []
+        for progress in self.store.pending():
+            verdict = self._stale(progress, now)
+            if verdict is None:
+                continue
+            code, status, description = verdict
+            staged = self.store.load(progress.sequence, progress.positions)
+            records = [
+                Record(
+                    stream=self.names.stream("error"),
+                    data=decoration.decorate(payload, code, description),
+                    partition_key=progress.sequence,
+                )
+                for payload in staged.values()
+            ]
+            report = self.batcher.put(records)
+            if report.failed:
+                logger.error("could not move a stale sequence", extra={"sequence": progress.sequence})
+                tally.add("outcome", "retry-later")
+                continue
+            if self.store.finish(progress.sequence, status, progress.positions):
+                moved.append(progress.sequence)
+                tally.add("outcome", status.lower())
+                tally.add("code", str(code))
+        emit_counts(self.processor, tally)
+        logger.info("sweep done", extra={"moved": moved})
+        return {"moved": moved, "count": len(moved)}
+
+    def _stale(self, progress: Progress, now: float) -> tuple[ErrorCode, str, str] | None:
+        waiting = f"{len(progress.positions)} of {progress.total} parts arrived"
+        if progress.message_expires_at is not None and progress.message_expires_at <= now:
+            return (
+                ErrorCode.GENERR003,
+                EXPIRED,
+                f"sequence {progress.sequence} expired before it was complete ({waiting})",
+            )
+        if now - progress.first_seen >= self.timeout:
+            return (
+                ErrorCode.GENERR006,
+                TIMED_OUT,
+                f"sequence {progress.sequence} incomplete after {self.timeout:.0f} s ({waiting})",
+            )
+        return None

@@ -1,0 +1,97 @@
+"""A provisioned deployment in the embedded emulator (or at AWS_ENDPOINT_URL), for tests."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.broker import Broker
+from rdss.delivery import PutRecordsBatcher, Record
+from rdss.local.emulator import Endpoint, provision
+from rdss.local.esm import EventSourceMapping
+from rdss.retry import Backoff
+from rdss.sequencer import Sequencer, Sweep
+from rdss.topology import Deployment, Resolved, from_environment
+
+FAST_BACKOFF = Backoff(max_retries=3, base=0.001)
+
+
+@dataclass
+class System:
+    endpoint: Endpoint
+    deployment: Deployment
+    #: per channel, per shard: where its event source mapping has got to (like Lambda's)
+    checkpoints: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, endpoint: Endpoint, shards: int = 1) -> System:
+        deployment = Deployment(f"t{uuid.uuid4().hex[:10]}")
+        provision(endpoint, deployment, shards=shards)
+        return cls(endpoint, deployment)
+
+    @property
+    def names(self) -> Resolved:
+        return from_environment(self.deployment.environment_variables())
+
+    def client(self, service: str) -> Any:
+        return self.endpoint.client(service)
+
+    # -- streams -------------------------------------------------------------------------------
+    def publish(self, payloads: list[bytes], channel: str = "input", partition_key: str | None = None) -> None:
+        stream = self.deployment.stream(channel)
+        records = [Record(stream, p, partition_key or uuid.uuid4().hex) for p in payloads]
+        report = PutRecordsBatcher(self.client("kinesis"), backoff=FAST_BACKOFF).put(records)
+        assert report.ok, report.failed[:1]
+
+    def read(self, channel: str) -> list[bytes]:
+        """Every record of a channel, shard by shard, from the start."""
+        kinesis = self.client("kinesis")
+        stream = self.deployment.stream(channel)
+        found: list[bytes] = []
+        for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+            iterator = kinesis.get_shard_iterator(
+                StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator:
+                response = kinesis.get_records(ShardIterator=iterator, Limit=1000)
+                found.extend(r["Data"] for r in response["Records"])
+                if not response["Records"]:
+                    break
+                iterator = response.get("NextShardIterator")
+        return found
+
+    # -- processors ----------------------------------------------------------------------------
+    def broker(self, *, dynamodb: Any = None, s3: Any = None) -> Broker:
+        return Broker(names=self.names, dynamodb=dynamodb or self.client("dynamodb"), s3=s3 or self.client("s3"))
+
+    def sequencer(self, *, clock: Any = None, now: Any = None) -> Sequencer:
+        kwargs: dict[str, Any] = {}
+        if clock is not None:
+            kwargs["clock"] = clock
+        if now is not None:
+            kwargs["now"] = now
+        return Sequencer(names=self.names, dynamodb=self.client("dynamodb"), s3=self.client("s3"), **kwargs)
+
+    def sweep(self, *, clock: Any, timeout_seconds: float = 3600) -> Sweep:
+        return Sweep(
+            names=self.names,
+            dynamodb=self.client("dynamodb"),
+            s3=self.client("s3"),
+            kinesis=self.client("kinesis"),
+            timeout_seconds=timeout_seconds,
+            clock=clock,
+        )
+
+    def handler(self, app: Any, *, kinesis: Any = None) -> KinesisEventSourceMappingHandler:
+        return KinesisEventSourceMappingHandler(
+            app, kinesis=kinesis or self.client("kinesis"), backoff=FAST_BACKOFF, sleep=lambda s: None
+        )
+
+    def mapping(self, channel: str, handler: Any, **kwargs: Any) -> EventSourceMapping:
+        kwargs.setdefault("batch_size", 100)
+        kwargs.setdefault("checkpoints", self.checkpoints.setdefault(channel, {}))
+        return EventSourceMapping(
+            self.client("kinesis"), self.deployment.stream(channel), handler, region=self.endpoint.region, **kwargs
+        )
