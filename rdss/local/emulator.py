@@ -60,13 +60,13 @@ class Endpoint:
             self._server = None
 
 
-def start_embedded(region: str = DEFAULT_REGION) -> Endpoint:
-    """Start moto's server on 127.0.0.1 and a free port."""
+def start_embedded(region: str = DEFAULT_REGION, *, port: int = 0) -> Endpoint:
+    """Start moto's server on 127.0.0.1 and ``port`` (0: a free one)."""
     from moto.server import ThreadedMotoServer
 
     _item_level_transaction_rollback()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}

@@ -44,11 +44,12 @@ def partial_put_records(fail: Callable[[int, dict[str, Any]], bool]) -> Callable
     def fault(put_records: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:
         state["call"] += 1
         entries = kwargs["Records"]
-        passing = [e for e in entries if not fail(state["call"], e)]
+        failing = [fail(state["call"], e) for e in entries]  # decided once per entry
+        passing = [e for e, failed in zip(entries, failing, strict=True) if not failed]
         real = put_records(**{**kwargs, "Records": passing})["Records"] if passing else []
         results, it = [], iter(real)
-        for entry in entries:
-            if fail(state["call"], entry):
+        for failed in failing:
+            if failed:
                 results.append(
                     {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate exceeded for shard"}
                 )

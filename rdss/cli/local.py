@@ -1,0 +1,77 @@
+"""``rdss local up`` and ``rdss local demo``: the embedded runtime from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from rdss.cli.common import CommandError
+
+
+def register(commands: Any) -> None:
+    local = commands.add_parser("local", help="run the whole system on this machine (no AWS account, no Docker)")
+    actions = local.add_subparsers(dest="local", metavar="ACTION", required=True)
+
+    up = actions.add_parser("up", help="start the embedded runtime and serve until interrupted")
+    up.add_argument("--port", type=int, default=0, help="loopback port for the embedded AWS (default: a free one)")
+    up.add_argument("--env", default="local", help="deployment name (default: local)")
+    up.add_argument("--shards", type=int, default=2, help="shards per stream (default 2)")
+    up.set_defaults(run=run_up)
+
+    demo = actions.add_parser("demo", help="publish a workload, let the system run, report where everything went")
+    demo.add_argument("--messages", type=Path, metavar="DIR", help="publish each file's bytes as one record instead")
+    demo.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report there")
+    demo.add_argument("--no-analytics", action="store_true", help="skip the Glue jobs (local Spark)")
+    demo.set_defaults(run=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from rdss.local import demo
+
+    if args.messages is not None and not args.messages.is_dir():
+        raise CommandError(f"--messages: {args.messages} is not a directory")
+    try:
+        body = demo.run(messages_dir=args.messages, report=args.report, analytics=not args.no_analytics)
+    except FileNotFoundError as error:
+        raise CommandError(str(error)) from error
+    unaccounted = [i for i in body["inputs"] if i["outcome"] not in ("routed", "invalid", "error", "duplicate")]
+    return 1 if unaccounted else 0
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from rdss.local.emulator import start_embedded
+    from rdss.local.runtime import Runtime, Settings
+
+    console = Console()
+    endpoint = start_embedded(port=args.port)
+    runtime = Runtime(endpoint, Settings(environment=args.env, shards=args.shards))
+    try:
+        runtime.provision()
+        runtime.start()
+        deployment = runtime.deployment
+        console.rule("[bold]RDSS local runtime")
+        console.print(f"endpoint   [cyan]{endpoint.url}[/]  (region {endpoint.region})")
+        console.print("point the AWS CLI, boto3 or rdss at it:")
+        for name, value in endpoint.environment().items():
+            console.print(f"  export {name}={value}")
+        console.print(f"  export RDSS_GATEWAY_URL='kinesis://{deployment.environment}?endpoint={endpoint.url}'")
+        console.print("channels (Kinesis streams):")
+        for channel in deployment.topology.channels:
+            console.print(f"  {channel.name:<11} {deployment.stream(channel.name)}")
+        console.print("tables: " + ", ".join(deployment.table(t.name) for t in deployment.topology.tables))
+        console.print("buckets: " + ", ".join(deployment.bucket(b.name) for b in deployment.topology.buckets))
+        console.print("[dim]broker, sequencer, sweep and Firehose are running; Ctrl-C stops[/]")
+        stopped = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            stopped.wait()
+    finally:
+        runtime.stop()
+        endpoint.stop()
+    return 0

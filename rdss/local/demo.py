@@ -1,0 +1,265 @@
+"""``rdss local demo``: the whole system on this machine, end to end, with a report.
+
+Starts the embedded AWS, provisions the deployment, publishes a workload (built in, or one
+record per file of a directory, bytes unchanged, in file-name order), lets broker, sequencer,
+sweep and the Firehose delivery streams run until nothing moves, accounts for every input
+from what the system left behind, runs the Glue jobs locally on the archive and prints a
+summary. The report (``--report``) follows the contract::
+
+    {"inputs": [{"file", "records", "outcome", "channels", "errorCode"}],
+     "channels": {"<name>": <records>}, "audit": {"objects": n, "records": n}, "analytics": {...}}
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from rdss import messages
+from rdss.local.accounting import Accounting, Input, account
+from rdss.local.emulator import Endpoint, connect
+from rdss.local.runtime import Runtime, Settings
+from rdss.sequences import split
+from rdss.workload import Workload
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "messages"
+GLUE_JOBS = ROOT / "glue_jobs"
+
+
+def builtin_inputs(bulk: int = 300) -> list[tuple[str, list[bytes]]]:
+    """A realistic workload: every type and class, replies, invalid messages of every code,
+    duplicates, a deposit too large for one message (sent as a sequence through the splitter)
+    and a bulk of ordinary traffic."""
+    workload = Workload(2026, generator="rdss-demo-1.0.0")
+    items: list[tuple[str, list[bytes]]] = []
+    named: dict[str, dict[str, Any]] = {}
+    for message_type, message_class, _ in _PAIRS:
+        message = workload.message(message_type, message_class)
+        if message_class == "Document" and message_type in ("MetadataRead", "VocabularyRead"):
+            request = named[f"{_kebab(message_type)}-command"]
+            message = messages.reply(request, message["messageBody"], generator=workload.generator)
+        name = f"{_kebab(message_type)}-{message_class.lower()}"
+        named[name] = message
+        items.append((name, [orjson.dumps(message)]))
+    for path in sorted((EXAMPLES / "invalid").glob("*.json")):
+        code = path.name.split("-", 1)[0]
+        if not any(existing.startswith(f"invalid/{code}") for existing, _ in items):
+            items.append((f"invalid/{path.name}", [_compact(path.read_bytes())]))
+    oversize = workload.large(1_000_100)
+    items.append(("oversize-deposit", [orjson.dumps(oversize)]))
+    for name in ("metadata-create-event", "vocabulary-patch-event", "metadata-delete-event"):
+        items.append((f"duplicate-of-{name}", [orjson.dumps(named[name])]))
+    deposit = workload.large(2_500_000)
+    parts = split(deposit)
+    items.append((f"large-deposit ({len(parts)}-part sequence)", [orjson.dumps(p) for p in parts]))
+    for index, message in enumerate(workload.mix(bulk)):
+        items.append((f"bulk-{index:04d}", [orjson.dumps(message)]))
+    return items
+
+
+def _compact(payload: bytes) -> bytes:
+    """The example files are indented for people; producers send compact JSON (the archive is
+    newline-delimited). Payloads that are not JSON go as they are."""
+    try:
+        return orjson.dumps(orjson.loads(payload))
+    except orjson.JSONDecodeError:
+        return payload
+
+
+def partition_key(payload: bytes, index: int) -> str:
+    """The messageId, as producers key their records (so copies of a message share a shard and
+    arrive in order); a position for payloads without one."""
+    try:
+        message_id = orjson.loads(payload)["messageHeader"]["messageId"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        message_id = None
+    return message_id if isinstance(message_id, str) and message_id else f"record-{index:08d}"
+
+
+def file_inputs(directory: Path) -> list[tuple[str, list[bytes]]]:
+    """One record per file, bytes unchanged, in file-name order."""
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"no files in {directory}")
+    return [(p.name, [p.read_bytes()]) for p in files]
+
+
+def run(
+    *,
+    messages_dir: Path | None = None,
+    report: Path | None = None,
+    analytics: bool = True,
+    console: Console | None = None,
+    endpoint: Endpoint | None = None,
+) -> dict[str, Any]:
+    console = console or Console()
+    started = time.monotonic()
+    console.rule("[bold]RDSS messaging: the whole system on this machine")
+    owned = endpoint is None
+    endpoint = endpoint or connect()
+    where = "embedded moto server" if endpoint.embedded else "AWS_ENDPOINT_URL"
+    console.print(f"AWS: {where} at [cyan]{endpoint.url}[/]")
+    try:
+        settings = Settings(environment=f"demo{uuid.uuid4().hex[:6]}", firehose_buffer_seconds=2.0)
+        runtime = Runtime(endpoint, settings)
+        with console.status("provisioning streams, tables and buckets from the topology..."):
+            runtime.provision()
+        items = file_inputs(messages_dir) if messages_dir else builtin_inputs()
+        source = f"{messages_dir}" if messages_dir else "the built-in workload"
+        payloads = [p for _, records in items for p in records]
+        keys = [partition_key(p, i) for i, p in enumerate(payloads)]
+        published = runtime.publish(payloads, partition_keys=keys)
+        console.print(f"published {len(items)} input(s), {len(payloads)} record(s) from {source}")
+        inputs, cursor = [], 0
+        for name, records in items:
+            inputs.append(Input(name, published[cursor : cursor + len(records)]))
+            cursor += len(records)
+        with console.status("broker, sequencer, sweep and Firehose at work..."):
+            runtime.drain()
+        result = account(runtime, inputs)
+        summary: dict[str, Any] = {"skipped": "disabled"} if not analytics else {}
+        if analytics:
+            with console.status("running the Glue jobs on the archive with local Spark..."):
+                summary = _analytics(runtime)
+        body = {
+            "inputs": [a.as_report() for a in result.inputs],
+            "channels": result.channels,
+            "audit": _audit(result, len(payloads)),
+            "analytics": summary,
+        }
+        _render(console, result, body, time.monotonic() - started, messages_dir is None)
+        if report is not None:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+            console.print(f"report written to [cyan]{report}[/]")
+        runtime.stop()
+        return body
+    finally:
+        if owned:
+            endpoint.stop()
+
+
+def _audit(result: Accounting, published: int) -> dict[str, Any]:
+    audit: dict[str, Any] = {"objects": result.audit_objects, "records": len(result.audit_records)}
+    if len(result.audit_records) != published:
+        audit["published"] = published
+        audit["note"] = (
+            "the archive is newline-delimited (Firehose appends a newline to every record): a record holding "
+            "raw newlines, such as indented JSON, reads back as several lines"
+        )
+    return audit
+
+
+def _analytics(runtime: Runtime) -> dict[str, Any]:
+    """The Glue jobs, run locally on a copy of the archives."""
+    compaction = GLUE_JOBS / "audit_compaction.py"
+    reporting = GLUE_JOBS / "audit_report.py"
+    if not compaction.exists() or not reporting.exists():
+        return {"skipped": "the Glue job scripts are not present"}
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return {"skipped": "pyspark is not installed"}
+    s3 = runtime.endpoint.client("s3")
+    with tempfile.TemporaryDirectory(prefix="rdss-archive-") as scratch:
+        root = Path(scratch)
+        for bucket in ("audit", "errors"):
+            name = runtime.deployment.bucket(bucket)
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+                for entry in page.get("Contents", []):
+                    target = root / bucket / entry["Key"]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(s3.get_object(Bucket=name, Key=entry["Key"])["Body"].read())
+        curated = root / "curated"
+        started = time.monotonic()
+        _job(compaction, "--input", str(root / "audit"), "--output", str(curated))
+        reported = root / "report"
+        errors = root / "errors" / "errors"
+        arguments = ["--input", str(curated / "messages"), "--output", str(reported)]
+        if errors.exists():
+            arguments += ["--errors", str(errors)]
+        _job(reporting, *arguments)
+        seconds = time.monotonic() - started
+        summaries = sorted(reported.rglob("*.json"))
+        summary: dict[str, Any] = orjson.loads(summaries[0].read_bytes()) if summaries else {}
+        summary["sparkSeconds"] = round(seconds, 1)
+        return summary
+
+
+def _job(script: Path, *arguments: str) -> None:
+    result = subprocess.run([sys.executable, str(script), *arguments], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{script.name} failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+
+
+def _render(console: Console, result: Accounting, body: dict[str, Any], seconds: float, builtin: bool) -> None:
+    table = Table(title="Inputs and where they went", show_lines=False)
+    for column in ("input", "records", "outcome", "channels", "errorCode"):
+        table.add_column(column, overflow="fold")
+    colours = {"routed": "green", "duplicate": "blue", "invalid": "yellow", "error": "red"}
+    shown = [a for a in result.inputs if not (builtin and a.name.startswith("bulk-"))]
+    for item in shown:
+        colour = colours.get(item.outcome, "magenta")
+        table.add_row(
+            item.name,
+            str(item.records),
+            f"[{colour}]{item.outcome}[/]",
+            ", ".join(item.channels),
+            item.error_code or "",
+        )
+    hidden = len(result.inputs) - len(shown)
+    if hidden:
+        bulk = Counter(a.outcome for a in result.inputs if a.name.startswith("bulk-"))
+        table.add_row(
+            f"bulk traffic ({hidden} messages)", str(hidden), ", ".join(f"{k} {v}" for k, v in bulk.items()), "", ""
+        )
+    console.print(table)
+    channels = Table(title="Channels (records)")
+    for name in body["channels"]:
+        channels.add_column(name, justify="right")
+    channels.add_row(*[f"{n:,}" for n in body["channels"].values()])
+    console.print(channels)
+    outcomes = result.outcomes()
+    console.print(
+        "[bold]Accounted[/]: "
+        + ", ".join(f"{outcomes.get(o, 0)} {o}" for o in ("routed", "invalid", "error", "duplicate"))
+        + (f", [red]{outcomes['unaccounted']} unaccounted[/]" if outcomes.get("unaccounted") else "")
+        + f" - audit archive: {body['audit']['objects']} object(s), {body['audit']['records']:,} record(s)"
+    )
+    analytics = body["analytics"]
+    if "skipped" in analytics:
+        console.print(f"[bold]Analytics[/]: skipped ({analytics['skipped']})")
+    else:
+        pretty = orjson.dumps(analytics, option=orjson.OPT_INDENT_2).decode()
+        console.print(f"[bold]Analytics[/] (Glue jobs on local Spark, {analytics.get('sparkSeconds')} s):")
+        console.print(pretty if len(pretty) < 3000 else pretty[:3000] + "\n...")
+    console.rule(f"[bold green]done in {seconds:.0f} s")
+
+
+_PAIRS = (
+    ("MetadataCreate", "Event", "metadata"),
+    ("MetadataCreate", "Command", "metadata"),
+    ("MetadataUpdate", "Event", "metadata"),
+    ("MetadataUpdate", "Document", "metadata"),
+    ("MetadataDelete", "Event", "metadata"),
+    ("MetadataRead", "Command", "metadata"),
+    ("MetadataRead", "Document", "responses"),
+    ("VocabularyRead", "Command", "vocabulary"),
+    ("VocabularyRead", "Document", "responses"),
+    ("VocabularyPatch", "Event", "vocabulary"),
+)
+
+
+def _kebab(name: str) -> str:
+    return "".join("-" + c.lower() if c.isupper() else c for c in name).lstrip("-")

@@ -1,0 +1,243 @@
+"""The local runtime: the deployed system, minus AWS.
+
+One :class:`Runtime` provisions a deployment in the emulator from the topology and runs what
+AWS would run around it:
+
+* an event source mapping per processor with a source channel (broker on ``input``,
+  sequencer on ``sequence``), invoking the real Lambda handlers with real Kinesis events and
+  Lambda's retry, bisect and on-failure semantics (:mod:`rdss.local.esm`); failed batches go to
+  an SQS queue, as the deployed mappings' on-failure destination;
+* a Firehose delivery stream per archived channel (:mod:`rdss.local.firehose`);
+* the sweep, on a timer.
+
+``step()`` makes one pass over all of them; ``drain()`` steps until nothing moves;
+``start()`` runs passes on a background thread (``rdss local up``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.broker import Broker
+from rdss.delivery import PutRecordsBatcher, Record
+from rdss.local.emulator import Endpoint, provision
+from rdss.local.esm import EventSourceMapping, FailedBatch
+from rdss.local.firehose import FirehoseBridge
+from rdss.sequencer import Sequencer, Sweep
+from rdss.topology import RDSS, Deployment, Resolved, from_environment
+
+_log = logging.getLogger(__name__)
+
+ClientFactory = Callable[[str, str], Any]  # (processor, service) -> boto3 client
+
+
+@dataclass
+class Settings:
+    environment: str = "local"
+    shards: int = 2
+    batch_size: int = 100
+    batching_window: float = 0.0
+    max_retries: int = 10
+    bisect_on_error: bool = True
+    max_record_age: float | None = None
+    firehose_buffer_seconds: float = 1.0
+    firehose_buffer_bytes: int = 5 * 1024 * 1024
+    sweep_interval: float = 10.0
+    sequence_timeout: float = 300.0
+    poll_interval: float = 0.1
+
+
+@dataclass
+class Published:
+    """One record put on a channel: its bytes and where Kinesis put it."""
+
+    payload: bytes
+    shard_id: str
+    sequence_number: str
+
+    @property
+    def record(self) -> str:
+        """The record's identity as the broker's Local Data Repository names it."""
+        return f"{self.shard_id}/{self.sequence_number}"
+
+
+@dataclass
+class _Pumps:
+    mappings: dict[str, EventSourceMapping] = field(default_factory=dict)
+    bridges: dict[str, FirehoseBridge] = field(default_factory=dict)
+
+
+class Runtime:
+    def __init__(self, endpoint: Endpoint, settings: Settings | None = None, *, clients: ClientFactory | None = None):
+        self.endpoint = endpoint
+        self.settings = settings or Settings()
+        self.deployment = Deployment(self.settings.environment)
+        self.names: Resolved = from_environment(self.deployment.environment_variables())
+        self._clients = clients or (lambda processor, service: endpoint.client(service))
+        self._pumps = _Pumps()
+        self._failures: dict[str, str] = {}
+        self._last_sweep = 0.0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.sweep: Sweep | None = None
+        self.handlers: dict[str, KinesisEventSourceMappingHandler] = {}
+
+    # -- set-up --------------------------------------------------------------------------------
+    def provision(self) -> None:
+        """Create the deployment's resources and wire every pump (idempotent resources)."""
+        provision(self.endpoint, self.deployment, shards=self.settings.shards)
+        sqs = self.endpoint.client("sqs")
+        kinesis = self.endpoint.client("kinesis")
+        s3 = self.endpoint.client("s3")
+        for processor in RDSS.processors:
+            if processor.source is None:
+                continue
+            queue = f"{self.deployment.prefix}-{self.deployment.environment}-{processor.name}-failures"
+            self._failures[processor.name] = sqs.create_queue(QueueName=queue)["QueueUrl"]
+            self.handlers[processor.name] = KinesisEventSourceMappingHandler(
+                self._app(processor.name), kinesis=self._clients(processor.name, "kinesis")
+            )
+            self._pumps.mappings[processor.name] = EventSourceMapping(
+                kinesis,
+                self.deployment.stream(processor.source),
+                self.handlers[processor.name],
+                region=self.endpoint.region,
+                batch_size=self.settings.batch_size,
+                batching_window=self.settings.batching_window,
+                max_retries=self.settings.max_retries,
+                bisect_on_error=self.settings.bisect_on_error,
+                max_record_age=self.settings.max_record_age,
+                on_failure=self._on_failure(sqs, self._failures[processor.name]),
+            )
+        for channel in RDSS.channels:
+            if channel.archive is None:
+                continue
+            bucket = "audit" if channel.kind == "input" else "errors"
+            self._pumps.bridges[channel.name] = FirehoseBridge(
+                kinesis,
+                s3,
+                stream=self.deployment.stream(channel.name),
+                bucket=self.deployment.bucket(bucket),
+                prefix=channel.archive,
+                delivery_stream=f"{self.deployment.stream(channel.name)}-archive",
+                buffer_bytes=self.settings.firehose_buffer_bytes,
+                buffer_seconds=self.settings.firehose_buffer_seconds,
+            )
+        self.sweep = Sweep(
+            names=self.names,
+            dynamodb=self._clients("sweep", "dynamodb"),
+            s3=self._clients("sweep", "s3"),
+            kinesis=self._clients("sweep", "kinesis"),
+            timeout_seconds=self.settings.sequence_timeout,
+        )
+
+    def _app(self, processor: str) -> Any:
+        dynamodb, s3 = self._clients(processor, "dynamodb"), self._clients(processor, "s3")
+        if processor == "broker":
+            return Broker(names=self.names, dynamodb=dynamodb, s3=s3)
+        if processor == "sequencer":
+            return Sequencer(names=self.names, dynamodb=dynamodb, s3=s3)
+        raise ValueError(f"no local app for processor {processor!r}")
+
+    @staticmethod
+    def _on_failure(sqs: Any, queue_url: str) -> Callable[[FailedBatch], None]:
+        def send(failed: FailedBatch) -> None:
+            sqs.send_message(QueueUrl=queue_url, MessageBody=orjson.dumps(failed.as_dict()).decode())
+
+        return send
+
+    # -- publishing ----------------------------------------------------------------------------
+    def publish(self, payloads: list[bytes], *, partition_keys: list[str] | None = None) -> list[Published]:
+        """Put records on ``input`` as a producer would; returns where each landed."""
+        keys = partition_keys or [f"{i:08x}-{time.monotonic_ns()}" for i in range(len(payloads))]
+        records = [
+            Record(self.deployment.stream("input"), payload, key, token=index)
+            for index, (payload, key) in enumerate(zip(payloads, keys, strict=True))
+        ]
+        report = PutRecordsBatcher(self.endpoint.client("kinesis")).put(records)
+        if report.failed:
+            raise RuntimeError(f"{len(report.failed)} record(s) could not be published: {report.failed[0].error_code}")
+        placed = {d.record.token: d for d in report.delivered}
+        return [Published(payloads[i], placed[i].shard_id, placed[i].sequence_number) for i in range(len(payloads))]
+
+    # -- running -------------------------------------------------------------------------------
+    def step(self) -> int:
+        """One pass over every mapping and delivery stream (and the sweep when due)."""
+        with self._lock:
+            moved = 0
+            for mapping in self._pumps.mappings.values():
+                moved += mapping.poll()
+            for bridge in self._pumps.bridges.values():
+                moved += bridge.poll()
+            if self.sweep is not None and time.monotonic() - self._last_sweep >= self.settings.sweep_interval:
+                self._last_sweep = time.monotonic()
+                moved += self.sweep.run()["count"]
+            return moved
+
+    def drain(self, *, idle_passes: int = 2, timeout: float = 300.0) -> None:
+        """Step until ``idle_passes`` passes in a row move nothing, then deliver the archives."""
+        deadline = time.monotonic() + timeout
+        idle = 0
+        while idle < idle_passes:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the runtime did not settle within {timeout:.0f} s")
+            idle = idle + 1 if self.step() == 0 else 0
+        with self._lock:
+            for bridge in self._pumps.bridges.values():
+                bridge.flush()
+
+    def start(self) -> None:
+        """Run passes on a background thread until :meth:`stop`."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="rdss-local-runtime", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                moved = self.step()
+            except Exception:  # keep serving: a pass that failed is retried on the next one
+                _log.exception("a runtime pass failed")
+                moved = 0
+            if not moved:
+                self._stop.wait(self.settings.poll_interval)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=30)
+            self._thread = None
+        with self._lock:
+            for bridge in self._pumps.bridges.values():
+                bridge.flush()
+        for handler in self.handlers.values():
+            handler.close()
+
+    # -- inspection ----------------------------------------------------------------------------
+    @property
+    def mappings(self) -> dict[str, EventSourceMapping]:
+        return dict(self._pumps.mappings)
+
+    @property
+    def bridges(self) -> dict[str, FirehoseBridge]:
+        return dict(self._pumps.bridges)
+
+    def failed_batches(self) -> dict[str, int]:
+        """Messages waiting in each processor's on-failure queue."""
+        sqs = self.endpoint.client("sqs")
+        counts = {}
+        for processor, url in self._failures.items():
+            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            counts[processor] = int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+        return counts
