@@ -7,8 +7,6 @@ UTF-8 form, the form whose size the 1,000,000-byte limit counts.
 
 from __future__ import annotations
 
-import copy
-import os
 import socket
 import uuid
 from datetime import datetime, timedelta
@@ -121,25 +119,13 @@ def serialise(message: Message) -> bytes:
     return orjson.dumps(message)
 
 
-def copy_message(message: Message) -> Message:
-    """A deep copy, so builders never share nested state between messages."""
-    return copy.deepcopy(message)
-
-
-def process_label() -> str:
-    """``<host>:<pid>``, for history entries and logs."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 __all__ = [
     "DEFAULT_GENERATOR",
     "ErrorCode",
     "Message",
     "append_history",
-    "copy_message",
     "new_id",
     "new_message",
-    "process_label",
     "reply",
     "serialise",
 ]
