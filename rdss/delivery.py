@@ -74,6 +74,8 @@ class Failed:
     record: Record
     error_code: str
     error_message: str
+    #: True when the failure was transient and every retry was spent (the spec's GENERR005).
+    retries_exhausted: bool = False
 
 
 @dataclass
@@ -145,7 +147,7 @@ class PutRecordsBatcher:
                     attempt,
                     retry[0][1],
                 )
-                report.failed.extend(Failed(record, code, message) for record, code, message in retry)
+                report.failed.extend(Failed(record, code, message, True) for record, code, message in retry)
                 return
             self.log.warning(
                 "%d record(s) for %s failed (%s); retrying in %.1f s", len(retry), stream, retry[0][1], delay

@@ -248,6 +248,43 @@ class LocalDataRepository:
             Item=_item({**attributes, "messageId": key, "expiresAt": int(self.clock()) + RETENTION_SECONDS}),
         )
 
+    def put_many(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Write entries unconditionally, 100 to a TransactWriteItems call (the gateway's
+        TO_SEND / SENT / RECEIVED records for a whole batch: a hundredth of the calls of
+        :meth:`put`, and each chunk all-or-nothing). A key given twice keeps its last entry.
+
+        Raises:
+            ClientError, BotoCoreError: DynamoDB still refused after a few retries.
+        """
+        latest = dict(entries)
+        expires = int(self.clock()) + RETENTION_SECONDS
+        keys = list(latest)
+        for start in range(0, len(keys), _MAX_TRANSACTION):
+            items = [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": _item({**latest[key], "messageId": key, "expiresAt": expires}),
+                    }
+                }
+                for key in keys[start : start + _MAX_TRANSACTION]
+            ]
+            for attempt in range(_CLAIM_ATTEMPTS):
+                self.counter.calls += 1
+                try:
+                    self.client.transact_write_items(TransactItems=items)
+                    break
+                except ClientError as error:
+                    code = error.response.get("Error", {}).get("Code", "")
+                    reasons = {r.get("Code", "") for r in error.response.get("CancellationReasons") or []}
+                    transient = code in _THROTTLING or bool(reasons & _THROTTLING)
+                    if not transient or attempt == _CLAIM_ATTEMPTS - 1:
+                        raise
+                except BotoCoreError:
+                    if attempt == _CLAIM_ATTEMPTS - 1:
+                        raise
+                self.sleep(0.05 * 2**attempt)
+
 
 def _item(values: dict[str, Any]) -> dict[str, Any]:
     """Plain values -> DynamoDB attribute values (None dropped)."""

@@ -37,6 +37,13 @@ def register(commands: Any) -> None:
     broker.add_argument("--json", action="store_true", help="print the figures as JSON")
     broker.set_defaults(run=run_broker)
 
+    send = kinds.add_parser("send", help="the gateway's batch send (PutRecords) against the emulator")
+    send.add_argument("--messages", type=int, default=10_000, metavar="N", help="messages (default 10000)")
+    send.add_argument("--shards", type=int, default=2, metavar="S", help="shards of the input stream (default 2)")
+    send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
+    send.add_argument("--json", action="store_true", help="print the figures as JSON")
+    send.set_defaults(run=run_send)
+
 
 def run_validate(args: argparse.Namespace) -> int:
     from rdss.bench import reference, validate
@@ -79,4 +86,27 @@ def run_broker(args: argparse.Namespace) -> int:
     print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
     print(f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)")
     print(f"  {figures.calls_per_1000:>10.1f} AWS data-plane calls per 1,000 messages ({calls})")
+    return 0
+
+
+def run_send(args: argparse.Namespace) -> int:
+    from rdss.bench import send
+
+    if args.messages < 1 or args.shards < 1:
+        raise CommandError("--messages and --shards must be at least 1")
+    figures = send.run(args.messages, shards=args.shards, realistic=args.realistic)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        return 0
+    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    print(
+        f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, Gateway.send_all, "
+        f"{figures.shards} shard(s), AWS: {figures.aws}"
+    )
+    print(f"  {figures.messages_per_second:>10,.0f} messages/s ({figures.seconds:.2f} s)")
+    print(
+        f"  {figures.put_records_per_1000:>10.1f} PutRecords calls per 1,000 messages "
+        f"({figures.put_records_calls} for {figures.messages:,})"
+    )
+    print(f"  {figures.calls_per_1000:>10.1f} AWS calls per 1,000 messages in all ({calls})")
     return 0

@@ -1,0 +1,123 @@
+"""``rdss bench send``: the gateway's batch send against the embedded emulator.
+
+N messages go through :meth:`rdss.gateway.Gateway.send_all` exactly as a vendor's application
+sends them: classified, recorded TO_SEND in the Local Data Repository, put with batched
+PutRecords (500 a call), recorded SENT. Every AWS call is real HTTP to the emulator (or to
+``AWS_ENDPOINT_URL`` when set); a botocore ``before-call`` hook counts them by operation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+
+from rdss.messages import Message
+from rdss.topology import Deployment
+from rdss.workload import Workload
+
+
+@dataclass(frozen=True)
+class Figures:
+    messages: int
+    mean_bytes: float
+    shards: int
+    seconds: float
+    aws: str
+    #: AWS calls by operation (data plane and control plane alike).
+    calls: dict[str, int]
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.messages / self.seconds
+
+    @property
+    def put_records_calls(self) -> int:
+        return self.calls.get("PutRecords", 0)
+
+    @property
+    def put_records_per_1000(self) -> float:
+        return self.put_records_calls * 1000 / self.messages
+
+    @property
+    def calls_per_1000(self) -> float:
+        return sum(self.calls.values()) * 1000 / self.messages
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "messages_per_second": self.messages_per_second,
+            "put_records_calls": self.put_records_calls,
+            "put_records_per_1000": self.put_records_per_1000,
+            "calls_per_1000": self.calls_per_1000,
+        }
+
+
+def _client(endpoint: Any, service: str) -> Any:
+    """A client configured as the gateway configures its own, pointed at ``endpoint``."""
+    import boto3
+
+    from rdss.gateway.kinesis import GATEWAY_CLIENT_CONFIG
+
+    kwargs: dict[str, Any] = {"region_name": endpoint.region, "config": GATEWAY_CLIENT_CONFIG}
+    if endpoint.url:
+        kwargs["endpoint_url"] = endpoint.url
+    if endpoint.credentials:
+        kwargs["aws_access_key_id"] = endpoint.credentials["AWS_ACCESS_KEY_ID"]
+        kwargs["aws_secret_access_key"] = endpoint.credentials["AWS_SECRET_ACCESS_KEY"]
+    return boto3.client(service, **kwargs)
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.active = False
+
+    def attach(self, client: Any) -> Any:
+        client.meta.events.register("before-call.*.*", self._count)
+        return client
+
+    def _count(self, model: Any, **_: Any) -> None:
+        if self.active:
+            self.calls[model.name] = self.calls.get(model.name, 0) + 1
+
+
+def small_messages(count: int, seed: int = 5) -> list[Message]:
+    """``count`` small valid messages (MetadataDelete events, ~0.5 kB each)."""
+    workload = Workload(seed)
+    return [workload.message("MetadataDelete", "Event") for _ in range(count)]
+
+
+def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5) -> Figures:
+    """Time one ``send_all`` of ``count`` messages; count the AWS calls it makes."""
+    from rdss.gateway import Gateway
+    from rdss.local.emulator import connect, provision
+
+    messages = Workload(seed).mix(count) if realistic else small_messages(count, seed)
+    mean = sum(len(orjson.dumps(m)) for m in messages) / count
+    endpoint = connect()
+    aws = "embedded emulator" if endpoint.embedded else (endpoint.url or "AWS")
+    try:
+        deployment = Deployment(f"bench{int(time.time())}")
+        provision(endpoint, deployment, shards=shards)
+        counter = _Counter()
+        clients = {
+            "kinesis": counter.attach(endpoint.client("kinesis")),
+            "dynamodb": counter.attach(endpoint.client("dynamodb")),
+        }
+        url = f"kinesis://{deployment.environment}?region={endpoint.region}"
+        if endpoint.url:
+            url += f"&endpoint={endpoint.url}"
+        with Gateway(url, application="bench", clients=clients) as gateway:
+            counter.active = True
+            started = time.perf_counter()
+            receipts = gateway.send_all(messages)
+            seconds = time.perf_counter() - started
+            counter.active = False
+        if len(receipts) != count:  # pragma: no cover - send_all raises first
+            raise AssertionError(f"{count - len(receipts)} messages not sent")
+    finally:
+        endpoint.stop()
+    return Figures(count, mean, shards, seconds, aws, dict(sorted(counter.calls.items())))

@@ -1,0 +1,173 @@
+"""``rdss send``, ``rdss tail`` and ``rdss request``: the Message Gateway from the command line.
+
+The gateway URL comes from ``--url`` or ``RDSS_GATEWAY_URL`` (default ``kinesis://dev``).
+Exit codes: 0 done; 1 a message was refused (invalid), not acknowledged, or a request timed
+out; 2 usage, I/O or the messaging system unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss.cli.common import INVALID, USAGE, CommandError, describe_os_error, read_input
+from rdss.gateway import Gateway, GatewayError, MessageRefused, RequestTimeout, SendFailed, TransportError, URLError
+from rdss.gateway.backend import StartPosition
+from rdss.gateway.url import DEFAULT_URL
+
+_APPLICATION = "rdss-cli"
+
+
+def register(commands: Any) -> None:
+    send = commands.add_parser(
+        "send",
+        help="send messages through the gateway",
+        description="Validate each FILE (- for standard input) and send it to CHANNEL; a message over the limit "
+        "goes as a sequence. If any FILE is invalid nothing is sent (exit 1).",
+    )
+    send.add_argument("files", nargs="+", metavar="FILE")
+    send.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
+    _common(send)
+    send.set_defaults(run=run_send)
+
+    tail = commands.add_parser(
+        "tail",
+        help="print the messages arriving on a channel",
+        description="Print each record of CHANNEL as one JSON line as it arrives, every shard, parents before "
+        "children. Reads without a consumer group: nothing is checkpointed or taken from other consumers.",
+    )
+    tail.add_argument("channel", metavar="CHANNEL")
+    tail.add_argument("--from-start", action="store_true", help="begin with the oldest record kept")
+    tail.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
+    tail.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a record")
+    tail.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
+    _common(tail)
+    tail.set_defaults(run=run_tail)
+
+    ask = commands.add_parser(
+        "request",
+        help="send a request and print its reply",
+        description="Send the request in FILE (a MetadataRead or VocabularyRead Command) with a returnAddress and "
+        "print the reply whose correlationId is its messageId. Exit 1 if none arrives within the timeout.",
+    )
+    ask.add_argument("file", metavar="FILE")
+    ask.add_argument("--timeout", type=_positive_float, required=True, metavar="S")
+    ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
+    ask.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
+    _common(ask)
+    ask.set_defaults(run=run_request)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help=f"gateway URL (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
+    parser.add_argument("--application", default=_APPLICATION, help=f"application name (default: {_APPLICATION})")
+
+
+def run_send(args: argparse.Namespace) -> int:
+    payloads = [_read(name) for name in args.files]
+    with _gateway(args) as gateway:
+        try:
+            receipts = gateway.send_all(payloads, channel=args.channel)
+        except MessageRefused as refused:
+            for refusal in refused.refusals:
+                print(f"{args.files[refusal.index]}: {refusal.error_code} {refusal.error_description}", file=sys.stderr)
+            print(f"rdss send: nothing sent: {len(refused.refusals)} invalid message(s)", file=sys.stderr)
+            return INVALID
+        except SendFailed as failed:
+            raise CommandError(str(failed), INVALID) from failed
+    for name, receipt in zip(args.files, receipts, strict=True):
+        parts = f" as {len(receipt.parts)} parts" if receipt.split else ""
+        print(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}")
+    return 0
+
+
+def run_tail(args: argparse.Namespace) -> int:
+    start: StartPosition = "earliest" if args.from_start else "latest"
+    seen = 0
+    with _gateway(args) as gateway:
+        consumer = gateway.transport.consumer(args.channel, group=None, start=start)
+        try:
+            idle_since = time.monotonic()
+            while args.count is None or seen < args.count:
+                deliveries = consumer.poll(100)
+                for delivery in deliveries[: None if args.count is None else args.count - seen]:
+                    sys.stdout.buffer.write(_line(delivery.payload) + b"\n")
+                    seen += 1
+                sys.stdout.flush()
+                if deliveries:
+                    idle_since = time.monotonic()
+                elif args.idle is not None and time.monotonic() - idle_since >= args.idle:
+                    break
+                else:
+                    time.sleep(args.interval)
+        finally:
+            consumer.close()
+    return 0
+
+
+def run_request(args: argparse.Namespace) -> int:
+    payload = _read(args.file)
+    with _gateway(args, reply_poll_interval=args.interval) as gateway:
+        try:
+            reply = gateway.request(payload, args.timeout, reply_to=args.reply_to)
+        except MessageRefused as refused:
+            raise CommandError(f"{args.file}: {refused}", INVALID) from refused
+        except (RequestTimeout, SendFailed) as error:
+            raise CommandError(str(error), INVALID) from error
+    sys.stdout.buffer.write(orjson.dumps(reply, option=orjson.OPT_INDENT_2) + b"\n")
+    return 0
+
+
+@contextmanager
+def _gateway(args: argparse.Namespace, **options: Any) -> Iterator[Gateway]:
+    """A gateway for the command, with the messaging system's failures as one-line errors."""
+    url = args.url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL
+    try:
+        with Gateway(url, application=args.application, **options) as gateway:
+            yield gateway
+    except (URLError, TransportError) as error:
+        raise CommandError(str(error), USAGE) from error
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        raise CommandError(f"{details.get('Code', 'error')}: {details.get('Message', error)}", USAGE) from error
+    except BotoCoreError as error:
+        raise CommandError(str(error), USAGE) from error
+    except GatewayError as error:
+        raise CommandError(str(error), INVALID) from error
+
+
+def _read(name: str) -> bytes:
+    try:
+        return read_input(name)
+    except OSError as error:
+        raise CommandError(describe_os_error(error), USAGE) from error
+
+
+def _line(payload: bytes) -> bytes:
+    """A record as one line: compact JSON, or the bytes themselves when they are not JSON."""
+    try:
+        return orjson.dumps(orjson.loads(payload))
+    except orjson.JSONDecodeError:
+        return payload.replace(b"\n", b" ")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value

@@ -1,0 +1,33 @@
+"""The Message Gateway SDK: send, receive and request RDSS messages (spec: Message Gateway).
+
+``Gateway("kinesis://dev")`` talks to a deployment's Kinesis streams; ``Gateway("memory://x")``
+to an in-process bus (the spec's Mock, for application tests). See :class:`Gateway`.
+"""
+
+from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, Transport, TransportError
+from rdss.gateway.consumer import Received, Receiver, ReceiveStats, Selector, select
+from rdss.gateway.exceptions import GatewayError, MessageRefused, RequestTimeout, SendFailed
+from rdss.gateway.gateway import Gateway
+from rdss.gateway.send import Receipt
+from rdss.gateway.url import URLError
+
+__all__ = [
+    "Consumer",
+    "Delivery",
+    "Gateway",
+    "GatewayError",
+    "MessageRefused",
+    "Outcome",
+    "Outgoing",
+    "Receipt",
+    "ReceiveStats",
+    "Received",
+    "Receiver",
+    "RequestTimeout",
+    "Selector",
+    "SendFailed",
+    "Transport",
+    "TransportError",
+    "URLError",
+    "select",
+]

@@ -1,0 +1,74 @@
+"""What the gateway raises. Each error names the spec's error code where one applies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rdss.errors import ErrorCode
+
+
+class GatewayError(Exception):
+    """Base of every error the gateway raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why one message was refused before anything was sent."""
+
+    index: int
+    error_code: ErrorCode
+    error_description: str
+
+
+class MessageRefused(GatewayError, ValueError):
+    """One or more messages failed the classifier; nothing was sent.
+
+    ``error_code`` is the first refusal's code (e.g. GENERR004); ``refusals`` lists them all, by
+    the index of the message in the call.
+    """
+
+    def __init__(self, refusals: Sequence[Refusal]) -> None:
+        self.refusals = list(refusals)
+        first = self.refusals[0]
+        self.error_code = first.error_code
+        more = f" (and {len(self.refusals) - 1} more)" if len(self.refusals) > 1 else ""
+        super().__init__(f"{first.error_code}: {first.error_description}{more}")
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """A message (or one part of it) the channel did not acknowledge."""
+
+    message_id: str
+    error_code: str
+    error_message: str
+
+
+class SendFailed(GatewayError):
+    """Some messages were not acknowledged by the channel after every retry.
+
+    ``error_code`` is GENERR005 when retries ran out (throttling, the network), GENERR006 when
+    the messaging system refused outright. The messages concerned stay TO_SEND in the Local Data
+    Repository; ``sent`` holds the receipts of those that did go.
+    """
+
+    def __init__(self, error_code: ErrorCode, undelivered: Sequence[Undelivered], sent: Sequence[object]) -> None:
+        self.error_code = error_code
+        self.undelivered = list(undelivered)
+        self.sent = list(sent)
+        first = self.undelivered[0]
+        super().__init__(
+            f"{error_code}: {len(self.undelivered)} message(s) not sent, e.g. {first.message_id} "
+            f"({first.error_code}: {first.error_message})"
+        )
+
+
+class RequestTimeout(GatewayError, TimeoutError):
+    """No reply with the request's messageId as correlationId arrived in time."""
+
+    def __init__(self, request_id: str, channel: str, timeout: float) -> None:
+        self.request_id = request_id
+        self.channel = channel
+        self.timeout = timeout
+        super().__init__(f"no reply to {request_id} on {channel} within {timeout:g} s")

@@ -1,0 +1,249 @@
+"""The Message Gateway (spec: Message Gateway): what vendors embed in their applications.
+
+Synchronous, as the spec requires: every call blocks until the requests behind it complete
+(a send returns once the channel acknowledged every record; a request once its reply arrived).
+Configured by URL to switch the messaging system (``kinesis://<env>``, ``memory://<bus>``; the
+RabbitMQ backend plugs in at ``amqp://``), by ``channels`` to override channel addresses, and by
+``reply_poll_interval`` for the retry interval while waiting for a reply.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from rdss import MAX_MESSAGE_BYTES
+from rdss.amgi.types import Application
+from rdss.gateway import amgi, request
+from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
+from rdss.gateway.consumer import SEQUENCE_TIMEOUT, Handler, Receiver, ReceiveStats, Selector, listen
+from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
+from rdss.gateway.repository import Repository
+from rdss.gateway.send import Receipt, Sendable, Sender
+from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
+from rdss.messages import Message
+from rdss.retry import SPEC_BACKOFF, Backoff
+from rdss.topology import RDSS
+
+#: Channels whose messages are not moved to the error channel again when they expire.
+_ERROR_CHANNELS = frozenset({"error", "invalid"})
+
+
+class Gateway:
+    """Send, receive and request RDSS messages over one messaging system.
+
+    Example::
+
+        with Gateway("kinesis://dev", application="my-repository") as gateway:
+            gateway.send(message)                       # to the input channel
+            reply = gateway.request(read, timeout=30)   # a MetadataRead and its Document
+            with gateway.receiver("metadata") as inbox:
+                received = inbox.receive(timeout=5)
+                ...
+                inbox.ack(received)
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        application: str = "gateway",
+        channels: Mapping[str, str] | None = None,
+        reply_poll_interval: float = 1.0,
+        backoff: Backoff = SPEC_BACKOFF,
+        lease_duration: float = 10.0,
+        clients: Mapping[str, Any] | None = None,
+        size_limit: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        """
+        Args:
+            url: the messaging system (default: ``RDSS_GATEWAY_URL``, else ``kinesis://dev``).
+            application: names this application's Local Data Repository entries and is the
+                default consumer group (applications each see every message; workers of one
+                application share them out).
+            channels: logical channel name -> address, overriding the deployment's names.
+            reply_poll_interval: seconds between polls of an empty reply channel.
+            backoff: retries of failed sends (default: the spec's 2^n x 100 ms, 10 retries).
+            lease_duration: seconds before a dead worker's shards are taken over.
+            clients: pre-built service clients (``kinesis``, ``dynamodb``), e.g. to count calls.
+            size_limit: messages serialising larger are sent as sequences (the spec: 1,000,000).
+
+        Raises:
+            URLError: the URL is malformed.
+            TransportError: no backend for its scheme.
+        """
+        self.url: GatewayURL = parse(url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL)
+        self.application = application
+        self.reply_poll_interval = reply_poll_interval
+        self.settings = Settings(
+            application=application,
+            channels=dict(channels or {}),
+            backoff=backoff,
+            lease_duration=lease_duration,
+            clients=dict(clients or {}),
+        )
+        backend = open_backend(self.url, self.settings)
+        self.transport: Transport = backend.transport
+        self.repository: Repository = backend.repository
+        self.sender = Sender(self.transport, self.repository, limit=size_limit)
+
+    # -- sending -------------------------------------------------------------------------------
+    def send(self, message: Sendable, *, channel: str = "input") -> Receipt:
+        """Send one message (a dict in the spec's shape, or its JSON bytes sent byte for byte).
+
+        Returns once the channel acknowledged it (every part, if it was split).
+
+        Raises:
+            MessageRefused: invalid (``error_code`` says why); nothing was sent.
+            SendFailed: not acknowledged after every retry (GENERR005, logged).
+        """
+        return self.sender.send([message], channel)[0]
+
+    def send_all(self, messages: Iterable[Sendable], *, channel: str = "input") -> list[Receipt]:
+        """Send many messages with as few calls as possible (500 records a PutRecords call).
+
+        If any message is invalid nothing is sent. Returns once every one is acknowledged.
+        """
+        return self.sender.send(messages, channel)
+
+    # -- receiving -----------------------------------------------------------------------------
+    def receiver(
+        self,
+        channel: str,
+        *,
+        group: str | None = None,
+        start: StartPosition = "earliest",
+        selector: Selector | None = None,
+        throttle: float | None = None,
+        batch_size: int = 100,
+        poll_interval: float = 1.0,
+        sequence_timeout: float = SEQUENCE_TIMEOUT,
+    ) -> Receiver:
+        """A Polling Consumer of ``channel`` (see :class:`rdss.gateway.consumer.Receiver`).
+
+        Args:
+            group: the consumer group (default: the application). Workers of one group share
+                the channel's shards and resume from the group's checkpoints.
+            start: where a group with no checkpoint begins: ``earliest`` (the oldest record
+                kept) or ``latest`` (records arriving from now on; as with the KCL, a worker
+                stopped before its first checkpoint starts at the then latest record again).
+            selector: Message Selector - a predicate on the messageHeader.
+            throttle: Message Throttle - at most this many messages per second.
+            poll_interval: seconds between polls of an empty channel.
+        """
+        consumer = self.transport.consumer(channel, group=group or self.application, start=start)
+        return Receiver(
+            consumer,
+            self.repository,
+            publish=self._publish,
+            error_channel=None if channel in _ERROR_CHANNELS else "error",
+            selector=selector,
+            throttle=throttle,
+            batch_size=batch_size,
+            poll_interval=poll_interval,
+            sequence_timeout=sequence_timeout,
+        )
+
+    def listen(
+        self,
+        channel: str,
+        handler: Handler | Application,
+        *,
+        stop: threading.Event | None = None,
+        max_messages: int | None = None,
+        idle_timeout: float | None = None,
+        kind: Literal["auto", "callback", "amgi"] = "auto",
+        **options: Any,
+    ) -> ReceiveStats:
+        """The Event-Driven Consumer: hand each message of ``channel`` to ``handler``.
+
+        ``handler`` is a plain callback ``handler(received)`` (returning acknowledges, raising
+        redelivers) or an AMGI application (``async def app(scope, receive, send)``; one
+        ``message`` scope per partition batch, ack / nack per message). ``kind="auto"`` tells
+        them apart by the coroutine function. Blocks until ``stop`` is set, ``max_messages``
+        were processed, or nothing arrived for ``idle_timeout`` seconds. ``options`` are those
+        of :meth:`receiver`.
+        """
+        with self.receiver(channel, **options) as receiver:
+            if kind == "amgi" or (kind == "auto" and _is_amgi(handler)):
+                return amgi.serve(
+                    receiver,
+                    handler,  # type: ignore[arg-type]
+                    address=self.transport.address(channel),
+                    deliver=self._deliver_sends,
+                    stop=stop,
+                    max_messages=max_messages,
+                    idle_timeout=idle_timeout,
+                )
+            return listen(receiver, handler, stop=stop, max_messages=max_messages, idle_timeout=idle_timeout)  # type: ignore[arg-type]
+
+    # -- request-reply -------------------------------------------------------------------------
+    def request(self, message: Sendable, timeout: float, *, reply_to: str = "responses") -> Message:
+        """Send a request and return its reply: the message whose correlationId is the
+        request's messageId, arriving on the request's returnAddress (set to ``reply_to``
+        when the request names none).
+
+        Raises:
+            RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError).
+            MessageRefused, SendFailed: as :meth:`send`.
+        """
+        return request.request(
+            message,
+            timeout,
+            transport=self.transport,
+            repository=self.repository,
+            send=self.send,
+            reply_to=reply_to,
+            interval=self.reply_poll_interval,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
+        return self.transport.publish(messages)
+
+    def channel_of(self, address: str) -> str:
+        """The logical channel for an address or logical name (AMGI apps send to either)."""
+        names = {c.name for c in RDSS.channels} | set(self.settings.channels)
+        if address in names:
+            return address
+        for name in names:
+            try:
+                if self.transport.address(name) == address:
+                    return name
+            except TransportError:
+                continue
+        raise TransportError(f"{address!r} is not a channel of this gateway")
+
+    def _deliver_sends(self, sends: list[tuple[str, bytes]]) -> dict[int, str]:
+        """Send an AMGI app's ``message.send`` payloads; the indexes that failed, with why."""
+        failures: dict[int, str] = {}
+        by_channel: dict[str, list[int]] = {}
+        for index, (address, _) in enumerate(sends):
+            try:
+                by_channel.setdefault(self.channel_of(address), []).append(index)
+            except TransportError as error:
+                failures[index] = str(error)
+        for channel, indexes in by_channel.items():
+            try:
+                self.send_all([sends[i][1] for i in indexes], channel=channel)
+            except (MessageRefused, SendFailed, GatewayError) as error:
+                failures.update(dict.fromkeys(indexes, str(error)))
+        return failures
+
+
+def _is_amgi(handler: object) -> bool:
+    call = getattr(handler, "__call__", None)  # noqa: B004 - a class instance with an async __call__
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)

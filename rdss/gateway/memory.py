@@ -1,0 +1,247 @@
+"""The memory backend (``memory://<bus>``): the spec's Mock, for application tests.
+
+A bus lives in the process; every gateway opened with the same bus name shares it, so a test
+can run a producer, a consumer and a responder side by side, close a consumer and open another
+to see it resume, or run competing consumers of one group. Channels are created on first use
+with the bus's partition count (``?partitions=N``); a key picks the partition (as Kinesis hashes
+a partition key), so per-key order holds and several partitions exercise ordering and
+competing consumers. :meth:`MemoryBus.reshard` closes every partition of a channel and opens new
+ones whose parents are the old ones, as a Kinesis split or merge does.
+
+Publishing goes through the same :class:`rdss.delivery.PutRecordsBatcher` as Kinesis (the bus
+answers its ``put_records``), so batching, per-record retries, the backoff and the GENERR005
+give-up behave the same; :attr:`MemoryBus.fault` can throttle entries to exercise them.
+Leases, checkpoints and the Local Data Repository are in memory, on the bus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdss.delivery import PutRecordsBatcher
+from rdss.gateway import putrecords
+from rdss.gateway.backend import Backend, Consumer, Outcome, Outgoing, Settings, StartPosition
+from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, MemoryLeaseStore
+from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
+from rdss.gateway.repository import MemoryRepository
+from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
+from rdss.gateway.url import GatewayURL
+
+#: fault(channel, payload) -> an error code to report for that entry (e.g. throttling), or None.
+Fault = Callable[[str, bytes], str | None]
+
+
+@dataclass
+class _Partition:
+    id: str
+    parents: tuple[str, ...] = ()
+    closed: bool = False
+    records: list[LogRecord] = field(default_factory=list)
+
+
+class MemoryChannel:
+    """One channel: partitions of records."""
+
+    def __init__(self, name: str, partitions: int) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._partitions: dict[str, _Partition] = {}
+        self._counter = 0
+        self._open(partitions, ())
+
+    def _open(self, count: int, parents: tuple[str, ...]) -> None:
+        for _ in range(count):
+            name = f"partition-{self._counter:06d}"
+            self._counter += 1
+            self._partitions[name] = _Partition(name, parents)
+
+    def append(self, key: str, payload: bytes) -> tuple[str, str]:
+        """Add a record; returns (partition, position)."""
+        with self._lock:
+            open_ = [p for p in self._partitions.values() if not p.closed]
+            digest = int.from_bytes(hashlib.md5(key.encode("utf-8"), usedforsecurity=False).digest()[:8], "big")
+            partition = open_[digest % len(open_)]
+            position = str(len(partition.records))
+            partition.records.append(LogRecord(position, payload, key, time.time()))
+            return partition.id, position
+
+    def reshard(self, partitions: int) -> None:
+        """Close every open partition; open ``partitions`` new ones, children of all of them."""
+        with self._lock:
+            parents = tuple(p.id for p in self._partitions.values() if not p.closed)
+            for name in parents:
+                self._partitions[name].closed = True
+            self._open(partitions, parents)
+
+    def listing(self) -> list[PartitionInfo]:
+        with self._lock:
+            return [PartitionInfo(p.id, p.parents, p.closed) for p in self._partitions.values()]
+
+    def slice(self, partition: str, start: int, limit: int) -> tuple[list[LogRecord], int, bool]:
+        """Records from index ``start``; the next index; whether the partition is closed and read."""
+        with self._lock:
+            found = self._partitions[partition]
+            records = found.records[start : start + limit]
+            end = start + len(records)
+            return records, end, found.closed and end >= len(found.records)
+
+    def size(self, partition: str) -> int:
+        with self._lock:
+            return len(self._partitions[partition].records)
+
+    def records(self) -> list[LogRecord]:
+        """Every record of every partition (partition by partition), for tests."""
+        with self._lock:
+            return [r for p in self._partitions.values() for r in p.records]
+
+
+class MemoryBus:
+    """Channels, leases, checkpoints and Local Data Repositories of one in-process bus."""
+
+    def __init__(self, name: str, partitions: int = 1) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.fault: Fault | None = None
+        self._channels: dict[str, MemoryChannel] = {}
+        self._leases: dict[str, MemoryLeaseStore] = {}
+        self._repositories: dict[str, MemoryRepository] = {}
+        self._lock = threading.Lock()
+
+    def channel(self, name: str) -> MemoryChannel:
+        """The channel, created on first use."""
+        with self._lock:
+            found = self._channels.get(name)
+            if found is None:
+                found = self._channels[name] = MemoryChannel(name, self.partitions)
+            return found
+
+    def leases(self, key: str) -> MemoryLeaseStore:
+        with self._lock:
+            return self._leases.setdefault(key, MemoryLeaseStore())
+
+    def repository(self, application: str) -> MemoryRepository:
+        with self._lock:
+            return self._repositories.setdefault(application, MemoryRepository())
+
+    def reshard(self, channel: str, partitions: int) -> None:
+        self.channel(channel).reshard(partitions)
+
+    def payloads(self, channel: str) -> list[bytes]:
+        """Every payload on a channel, for tests."""
+        return [r.payload for r in self.channel(channel).records()]
+
+    # PutRecords, as PutRecordsBatcher calls it
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        channel = self.channel(StreamName)
+        results: list[dict[str, Any]] = []
+        for entry in Records:
+            code = self.fault(StreamName, entry["Data"]) if self.fault is not None else None
+            if code is not None:
+                results.append({"ErrorCode": code, "ErrorMessage": "injected by the memory bus"})
+                continue
+            partition, position = channel.append(entry["PartitionKey"], entry["Data"])
+            results.append({"ShardId": partition, "SequenceNumber": position})
+        failed = sum(1 for r in results if "ErrorCode" in r)
+        return {"FailedRecordCount": failed, "Records": results}
+
+
+_BUSES: dict[str, MemoryBus] = {}
+_BUSES_LOCK = threading.Lock()
+
+
+def bus(name: str, partitions: int | None = None) -> MemoryBus:
+    """The process's bus of that name, created on first use."""
+    with _BUSES_LOCK:
+        found = _BUSES.get(name)
+        if found is None:
+            found = _BUSES[name] = MemoryBus(name, partitions or 1)
+        return found
+
+
+def discard(name: str) -> None:
+    """Forget a bus (tests start from an empty one)."""
+    with _BUSES_LOCK:
+        _BUSES.pop(name, None)
+
+
+class MemoryLog:
+    """A :class:`rdss.gateway.streams.PartitionLog` over a memory channel."""
+
+    concurrent = False
+
+    def __init__(self, channel: MemoryChannel, logical: str) -> None:
+        self.memory = channel
+        self.channel = logical
+        self._next: dict[str, int] = {}
+
+    def partitions(self) -> list[PartitionInfo]:
+        return self.memory.listing()
+
+    def open(self, partition: str, start: StartAt) -> None:
+        if start.kind == "earliest":
+            index = 0
+        elif start.kind == "latest":
+            index = self.memory.size(partition)
+        elif start.kind == "after":
+            index = int(start.position or "-1") + 1
+        else:
+            index = int(start.position or "0")
+        self._next[partition] = index
+
+    def read(self, partition: str, limit: int) -> ReadResult:
+        records, end, ended = self.memory.slice(partition, self._next.get(partition, 0), limit)
+        self._next[partition] = end
+        return ReadResult(records, ended)
+
+    def forget(self, partition: str) -> None:
+        self._next.pop(partition, None)
+
+
+class MemoryTransport:
+    """The memory bus as a :class:`rdss.gateway.backend.Transport`."""
+
+    scheme = "memory"
+
+    def __init__(self, memory: MemoryBus, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.bus = memory
+        self.settings = settings
+        self.clock = clock
+        self.batcher = PutRecordsBatcher(memory, backoff=settings.backoff)
+
+    def address(self, channel: str) -> str:
+        return self.settings.channels.get(channel, channel)
+
+    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
+        return putrecords.publish(self.batcher, self.address, messages)
+
+    def consumer(
+        self, channel: str, *, group: str | None, start: StartPosition = "earliest", background: bool = True
+    ) -> Consumer:
+        address = self.address(channel)
+        log = MemoryLog(self.bus.channel(address), channel)
+        coordinator = None
+        if group is not None:
+            coordinator = LeaseCoordinator(
+                self.bus.leases(f"{group}#{address}"),
+                worker_id(),
+                log.partitions,
+                lease_duration=self.settings.lease_duration,
+                start=TRIM_HORIZON if start == "earliest" else LATEST,
+                clock=self.clock,
+            )
+        return PartitionedConsumer(log, coordinator=coordinator, start=start, background=background, clock=self.clock)
+
+    def close(self) -> None:
+        """Nothing to release: the bus outlives gateways."""
+
+
+def open_backend(url: GatewayURL, settings: Settings) -> Backend:
+    """The backend for ``memory://<bus>``."""
+    partitions = url.param("partitions")
+    memory = bus(url.name, int(partitions) if partitions else None)
+    return Backend(MemoryTransport(memory, settings), memory.repository(settings.application))

@@ -1,0 +1,177 @@
+"""Sending (spec: Transactional Behaviour, Multi-Message Sequence, Network Failure Behaviour).
+
+For each call, in order:
+
+1. every message is classified with :func:`rdss.validation.validate` (the size stage aside: a
+   message over the limit is split, not refused); if any is invalid nothing is sent and
+   :class:`MessageRefused` names each one's error code;
+2. a message over the limit becomes a sequence (:func:`rdss.sequences.split`) whose parts all
+   carry the sequence id as partition key, so they land on one shard, in order;
+3. the Local Data Repository records every message (every part) TO_SEND;
+4. the transport publishes and blocks until each is acknowledged (PutRecords batches of 500,
+   failed entries retried with the spec's backoff);
+5. what was acknowledged is recorded SENT; anything the channel never acknowledged stays TO_SEND
+   and :class:`SendFailed` reports it with GENERR005 (retries exhausted, logged) or GENERR006.
+
+Large batches go through in windows of :data:`WINDOW` records, so memory stays bounded and each
+window costs ten full PutRecords calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from rdss import MAX_MESSAGE_BYTES
+from rdss.errors import ErrorCode
+from rdss.gateway.backend import Outgoing, Transport
+from rdss.gateway.exceptions import MessageRefused, Refusal, SendFailed, Undelivered
+from rdss.gateway.repository import SENT, TO_SEND, Entry, Repository
+from rdss.sequences import split
+from rdss.validation import validate
+
+#: Records per TO_SEND / publish / SENT round: ten PutRecords calls of 500.
+WINDOW = 5_000
+
+#: What callers may send: a message (the spec's JSON shape) or its serialised bytes.
+Sendable = Mapping[str, Any] | bytes | bytearray
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A message that is in the channel (every part acknowledged)."""
+
+    #: The messageId the message was given. A split message travels as parts with ids of their
+    #: own; receivers see it, reassembled, under the first part's id (``parts[0]``).
+    message_id: str
+    channel: str
+    #: messageIds of the parts it travelled as, in position order (just ``message_id`` if whole).
+    parts: tuple[str, ...]
+    sequence: str
+
+    @property
+    def split(self) -> bool:
+        """True when the message travelled as a multi-message sequence."""
+        return len(self.parts) > 1
+
+
+@dataclass
+class _Prepared:
+    receipt: Receipt
+    #: (header, payload) per record to publish
+    records: list[tuple[dict[str, Any], bytes]]
+    key: str
+
+
+class Sender:
+    """Validates, splits, records and publishes messages for one gateway."""
+
+    def __init__(self, transport: Transport, repository: Repository, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self.transport = transport
+        self.repository = repository
+        self.limit = limit
+
+    def send(self, messages: Iterable[Sendable], channel: str) -> list[Receipt]:
+        """Send every message to ``channel``; returns once all are acknowledged.
+
+        Raises:
+            MessageRefused: a message failed the classifier (nothing was sent).
+            SendFailed: some were not acknowledged after every retry (they stay TO_SEND).
+            TransportError: the channel is unknown or the messaging system unusable.
+        """
+        prepared = self.prepare(messages, channel)
+        receipts: list[Receipt] = []
+        undelivered: list[Undelivered] = []
+        exhausted = False
+        window: list[_Prepared] = []
+        size = 0
+        for item in prepared:
+            window.append(item)
+            size += len(item.records)
+            if size >= WINDOW:
+                exhausted |= self._window(window, channel, receipts, undelivered)
+                window, size = [], 0
+        if window:
+            exhausted |= self._window(window, channel, receipts, undelivered)
+        if undelivered:
+            code = ErrorCode.GENERR005 if exhausted else ErrorCode.GENERR006
+            raise SendFailed(code, undelivered, receipts)
+        return receipts
+
+    def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:
+        """Classify and split; raises :class:`MessageRefused` if any message is invalid."""
+        prepared: list[_Prepared] = []
+        refusals: list[Refusal] = []
+        for index, message in enumerate(messages):
+            payload = bytes(message) if isinstance(message, bytes | bytearray) else orjson.dumps(message)
+            verdict = validate(payload, size_limit=None)
+            if not verdict.valid or verdict.message is None:
+                assert verdict.error_code is not None
+                refusals.append(Refusal(index, verdict.error_code, verdict.error_description or ""))
+                continue
+            header = verdict.message["messageHeader"]
+            if verdict.is_part or len(payload) <= self.limit:
+                sequence = header["messageSequence"]["sequence"]
+                key = sequence if verdict.is_part else header["messageId"]
+                receipt = Receipt(header["messageId"], channel, (header["messageId"],), sequence)
+                prepared.append(_Prepared(receipt, [(header, payload)], key))
+                continue
+            parts = split(verdict.message, self.limit)
+            sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
+            records = [(part["messageHeader"], orjson.dumps(part)) for part in parts]
+            receipt = Receipt(
+                header["messageId"], channel, tuple(part["messageHeader"]["messageId"] for part in parts), sequence
+            )
+            prepared.append(_Prepared(receipt, records, sequence))
+        if refusals:
+            raise MessageRefused(refusals)
+        return prepared
+
+    def _window(
+        self, window: Sequence[_Prepared], channel: str, receipts: list[Receipt], undelivered: list[Undelivered]
+    ) -> bool:
+        """TO_SEND, publish, SENT for one window; returns True when retries ran out for any."""
+        self.repository.record([Entry.of(header, TO_SEND) for item in window for header, _ in item.records])
+        outgoing = [
+            Outgoing(channel, payload, item.key, _routing_headers(header))
+            for item in window
+            for header, payload in item.records
+        ]
+        outcomes = self.transport.publish(outgoing)
+        sent: list[Entry] = []
+        exhausted = False
+        position = 0
+        for item in window:
+            results = outcomes[position : position + len(item.records)]
+            position += len(item.records)
+            failed = [r for r in results if not r.ok]
+            if not failed:
+                receipts.append(item.receipt)
+            for (header, _), result in zip(item.records, results, strict=True):
+                if result.ok:
+                    sent.append(Entry.of(header, SENT))
+                else:
+                    exhausted |= result.retries_exhausted
+                    undelivered.append(Undelivered(header["messageId"], result.error_code or "", result.error_message))
+        self.repository.record(sent)
+        return exhausted
+
+
+def _routing_headers(header: Mapping[str, Any]) -> dict[str, str]:
+    sequence = header.get("messageSequence") or {}
+    headers = {
+        "messageId": str(header.get("messageId", "")),
+        "messageType": str(header.get("messageType", "")),
+        "messageClass": str(header.get("messageClass", "")),
+        "sequence": str(sequence.get("sequence", "")),
+        "position": str(sequence.get("position", 1)),
+        "total": str(sequence.get("total", 1)),
+    }
+    if header.get("correlationId"):
+        headers["correlationId"] = str(header["correlationId"])
+    if header.get("returnAddress"):
+        headers["returnAddress"] = str(header["returnAddress"])
+    return headers

@@ -1,0 +1,76 @@
+"""Gateway URLs: which messaging system a gateway talks to, and how to reach it.
+
+* ``kinesis://<env>`` - the deployment ``<env>`` (streams ``<prefix>-<env>-<channel>``, tables
+  ``<prefix>-<env>-messages`` and ``-checkpoints``). Query parameters: ``endpoint=`` an http(s)
+  URL (the embedded emulator, LocalStack; default: boto3's own resolution, including
+  ``AWS_ENDPOINT_URL``), ``region=``, ``prefix=`` (default ``rdss``).
+* ``memory://<bus>`` - the spec's Mock: an in-process bus shared by every gateway opened with
+  the same name in the process. ``partitions=N`` (default 1) gives each channel N partitions.
+* Other schemes (``amqp://``) are passed whole to the backend registered for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit
+
+#: The URL used when neither ``--url`` nor ``RDSS_GATEWAY_URL`` names one.
+DEFAULT_URL = "kinesis://dev"
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_KNOWN: dict[str, frozenset[str]] = {
+    "kinesis": frozenset({"endpoint", "region", "prefix"}),
+    "memory": frozenset({"partitions"}),
+}
+
+
+class URLError(ValueError):
+    """A gateway URL that cannot be used; the message says what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class GatewayURL:
+    """A parsed gateway URL."""
+
+    scheme: str
+    #: The deployment environment (kinesis), the bus name (memory), the host part (others).
+    name: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    #: The URL as given, for backends that parse their own (credentials, virtual hosts).
+    raw: str = ""
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        return self.params.get(name, default)
+
+
+def parse(url: str) -> GatewayURL:
+    """Parse and check a gateway URL.
+
+    Raises:
+        URLError: no scheme, no name, a malformed name, or an unknown query parameter.
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if not scheme or "://" not in url:
+        raise URLError(f"{url!r} is not a gateway URL: expected e.g. kinesis://dev or memory://tests")
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    known = _KNOWN.get(scheme)
+    if known is None:  # another backend's URL: it checks its own parts
+        return GatewayURL(scheme, parts.hostname or parts.netloc, params, url)
+    name = parts.netloc
+    if not name or not _NAME.match(name) or parts.path not in ("", "/"):
+        raise URLError(f"{url!r}: {scheme}:// needs one name, e.g. {scheme}://dev (letters, digits, - _ .)")
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise URLError(
+            f"{url!r}: unknown parameter(s) {', '.join(unknown)}; {scheme}:// takes {', '.join(sorted(known))}"
+        )
+    endpoint = params.get("endpoint")
+    if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
+        raise URLError(f"{url!r}: endpoint must be an http(s) URL, got {endpoint!r}")
+    partitions = params.get("partitions")
+    if partitions is not None and (not partitions.isdigit() or not 1 <= int(partitions) <= 1024):
+        raise URLError(f"{url!r}: partitions must be a whole number from 1 to 1024")
+    return GatewayURL(scheme, name, params, url)
