@@ -65,6 +65,7 @@ def start_embedded(region: str = DEFAULT_REGION, *, port: int = 0) -> Endpoint:
     from moto.server import ThreadedMotoServer
 
     _item_level_transaction_rollback()
+    _records_go_to_open_shards()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -135,6 +136,34 @@ def _item_level_transaction_rollback() -> None:
 
     transact_write_items._rdss_item_level = True  # type: ignore[attr-defined]
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def _records_go_to_open_shards() -> None:
+    """Route records the way Kinesis does after a split or a merge: to open shards only.
+
+    moto 5.2 picks a shard by hash range over every shard of the stream, so once a shard is
+    closed by resharding it keeps receiving records; real Kinesis writes only to open shards,
+    and consumers rely on a closed parent ending (they drain it, then move to its children).
+    """
+    import hashlib
+
+    from moto.kinesis.models import Stream
+
+    if getattr(Stream.get_shard_for_key, "_rdss_open_shards", False):
+        return
+
+    def get_shard_for_key(self: Any, partition_key: str, explicit_hash_key: str | None) -> Any:
+        if explicit_hash_key:
+            key = int(explicit_hash_key)
+        else:
+            key = int(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).hexdigest(), 16)
+        for shard in list(self.shards.values()):
+            if shard.is_open and shard.starting_hash <= key <= shard.ending_hash:
+                return shard
+        return None
+
+    get_shard_for_key._rdss_open_shards = True  # type: ignore[attr-defined]
+    Stream.get_shard_for_key = get_shard_for_key  # type: ignore[method-assign]
 
 
 def connect(region: str | None = None) -> Endpoint:

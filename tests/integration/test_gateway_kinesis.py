@@ -179,31 +179,6 @@ def test_request_reply_through_the_broker(system: System):
     assert document["messageHeader"]["messageClass"] == "Document"
 
 
-@pytest.fixture
-def records_go_to_open_shards(endpoint, monkeypatch):
-    """moto 5.2 routes records by hash range over *every* shard, so after a split or a merge it
-    keeps writing to the closed parent; Kinesis only ever writes to open shards. Fixed here for
-    the embedded emulator (LocalStack or AWS need no fix)."""
-    if not endpoint.embedded:
-        return
-    import hashlib
-
-    from moto.kinesis.models import Stream
-
-    def get_shard_for_key(self: Any, partition_key: str, explicit_hash_key: str | None) -> Any:
-        if explicit_hash_key:
-            key = int(explicit_hash_key)
-        else:
-            key = int(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).hexdigest(), 16)
-        for shard in list(self.shards.values()):
-            if shard.is_open and shard.starting_hash <= key <= shard.ending_hash:
-                return shard
-        return None
-
-    monkeypatch.setattr(Stream, "get_shard_for_key", get_shard_for_key)
-
-
-@pytest.mark.usefixtures("records_go_to_open_shards")
 def test_resharding_children_after_parents_and_nothing_twice(system: System):
     kinesis, stream = system.client("kinesis"), system.deployment.stream("metadata")
     producer, consumer = open_gateway(system, "producer"), open_gateway(system, "consumer")
