@@ -1,0 +1,1 @@
+"""The RDSS CDK app: per-environment stacks built from the topology (rdss.topology)."""

@@ -1,0 +1,35 @@
+"""Builds the CDK app for one environment: the stack, tags, and the cdk-nag checks."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+
+from stacks.config import CONTEXT_KEY, ConfigError, load
+from stacks.stack import RdssStack
+
+
+def build(app: cdk.App, environment: str | None = None) -> RdssStack:
+    """Adds environment ``environment`` (default: the ``env`` context, ``-c env=<name>``) to ``app``.
+
+    cdk-nag's AwsSolutions and Serverless packs run as validation plugins on every synth: a
+    finding nobody acknowledged fails the synth, and the report lands in
+    ``cdk.out/validation-report.json``.
+    """
+    name = environment or app.node.try_get_context("env")
+    context = app.node.try_get_context(CONTEXT_KEY)
+    if context is None:
+        raise ConfigError(f"no {CONTEXT_KEY!r} context: run from the repository root, where cdk.json is")
+    if not name:
+        raise ConfigError(f"choose an environment with -c env=<name>: one of {sorted(context.get('environments', {}))}")
+    config = load(
+        context,
+        name,
+        account=app.node.try_get_context("account"),
+        region=app.node.try_get_context("region"),
+    )
+    stack = RdssStack(app, f"rdss-{config.name}", config=config)
+    cdk.Tags.of(stack).add("Project", "rdss")
+    cdk.Tags.of(stack).add("Environment", config.name)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
+    return stack

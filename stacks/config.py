@@ -1,0 +1,306 @@
+"""Per-environment settings: the one place that says how dev, staging and prod differ.
+
+The values live in ``cdk.json`` under the ``rdss`` context key: ``defaults`` holds what every
+environment shares and ``environments.<name>`` only what differs, merged key by key. Anything
+can also be overridden for one run with ``-c`` (``-c account=...``, ``-c region=...``). The
+stacks read an :class:`EnvironmentConfig` and never look at the context themselves, so a typo
+in ``cdk.json`` fails here, with the key named, instead of deep inside a construct.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeVar
+
+import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
+
+CONTEXT_KEY = "rdss"
+
+RemovalMode = Literal["retain", "destroy"]
+
+
+#: The retention periods CloudWatch Logs offers, in days.
+LOG_RETENTION: Mapping[int, logs.RetentionDays] = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+class ConfigError(ValueError):
+    """The ``rdss`` context in cdk.json (or a ``-c`` override) is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class StreamCapacity:
+    """Kinesis capacity: on-demand, or a shard count per channel (``default`` for the rest)."""
+
+    mode: Literal["on-demand", "provisioned"] = "on-demand"
+    shards: Mapping[str, int] = field(default_factory=lambda: {"default": 1})
+
+    @property
+    def on_demand(self) -> bool:
+        return self.mode == "on-demand"
+
+    def shards_for(self, channel: str) -> int:
+        return int(self.shards.get(channel, self.shards.get("default", 1)))
+
+
+@dataclass(frozen=True)
+class EventSourceSettings:
+    """How a Kinesis event source mapping feeds a processor, and when it gives up on a batch."""
+
+    batch_size: int = 100
+    max_batching_window_seconds: int = 1
+    parallelization_factor: int = 1
+    #: Retries of a failing batch (after bisecting) before it goes to the on-failure queue.
+    retry_attempts: int = 3
+    #: Records older than this are not retried but sent to the on-failure queue.
+    max_record_age_hours: int = 24
+
+
+@dataclass(frozen=True)
+class FunctionSettings:
+    memory_mb: int = 512
+    timeout_seconds: int = 60
+    log_level: str = "INFO"
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    """When an operator is paged (every alarm notifies the environment's alarm topic)."""
+
+    #: Oldest record a processor has not yet handled (Lambda IteratorAge, maximum).
+    iterator_age_seconds: int = 300
+    #: Batches parked in a processor's on-failure queue.
+    dlq_depth: int = 1
+    #: Records published to the error channel in five minutes.
+    error_channel_records: int = 1
+    #: Records published to the invalid channel in five minutes (producers sending bad messages).
+    invalid_channel_records: int = 100
+    #: Function errors in five minutes.
+    lambda_errors: int = 1
+    #: Throttled invocations in five minutes.
+    lambda_throttles: int = 1
+
+
+@dataclass(frozen=True)
+class BucketLifecycle:
+    """When a bucket's objects move to cheaper storage and when they expire (None: never)."""
+
+    expire_after_days: int | None = None
+    infrequent_access_after_days: int | None = None
+    glacier_after_days: int | None = None
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """How long things are kept. ``None`` means for ever (subject to the removal policy)."""
+
+    log_days: int = 30
+    access_log_days: int = 90
+    #: Per bucket (a topology bucket, or ``curated``); a topology bucket with no entry keeps
+    #: the topology's own expiry (``staging``: 8 days).
+    buckets: Mapping[str, BucketLifecycle] = field(default_factory=dict)
+    athena_results_days: int = 30
+    #: Delivery-failure and temporary objects Firehose and Glue leave behind.
+    scratch_days: int = 7
+    #: On-failure (dead-letter) queues; SQS keeps a message at most 14 days.
+    dlq_days: int = 14
+
+
+@dataclass(frozen=True)
+class ArchiveSettings:
+    """Firehose buffering: how long/large a batch grows before it becomes one S3 object."""
+
+    buffer_seconds: int = 300
+    buffer_mib: int = 64
+
+
+@dataclass(frozen=True)
+class AnalyticsSettings:
+    #: Athena stops a query that scans more than this (the workgroup enforces it).
+    bytes_scanned_cutoff_mib: int = 10240
+    #: Workers of each Glue job (G.1X).
+    glue_workers: int = 2
+    glue_timeout_minutes: int = 60
+    #: First date partition projection offers (``dt`` and ``year``).
+    first_year: int = 2025
+    #: When the compaction job runs (a Glue cron expression; the report follows each successful
+    #: run). None: only on demand.
+    compaction_schedule: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    """Everything that differs between environments, typed."""
+
+    name: str
+    account: str | None
+    region: str | None
+    removal_policy: RemovalMode
+    stream_retention_hours: int
+    stream_capacity: StreamCapacity
+    event_source: EventSourceSettings
+    functions: Mapping[str, FunctionSettings]
+    alarms: AlarmThresholds
+    retention: RetentionSettings
+    archive: ArchiveSettings
+    analytics: AnalyticsSettings
+    #: Seconds after which the sweep moves an incomplete sequence to the error channel.
+    sequence_timeout_seconds: int
+    alarm_email: str | None = None
+    termination_protection: bool = False
+
+    @property
+    def retains_data(self) -> bool:
+        return self.removal_policy == "retain"
+
+    @property
+    def cdk_removal_policy(self) -> cdk.RemovalPolicy:
+        return cdk.RemovalPolicy.RETAIN if self.retains_data else cdk.RemovalPolicy.DESTROY
+
+    @property
+    def env(self) -> cdk.Environment:
+        return cdk.Environment(account=self.account, region=self.region)
+
+    def lifecycle(self, bucket: str, default_expiry_days: int | None = None) -> BucketLifecycle:
+        """The lifecycle of ``bucket``: its entry in ``retention.buckets``, else ``default_expiry_days``."""
+        return self.retention.buckets.get(bucket) or BucketLifecycle(expire_after_days=default_expiry_days)
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        return LOG_RETENTION[self.retention.log_days]
+
+    def function(self, processor: str) -> FunctionSettings:
+        """Settings of one processor's function: its own entry, else ``default``."""
+        return self.functions.get(processor) or self.functions["default"]
+
+
+_T = TypeVar("_T")
+
+
+def _build(cls: type[_T], values: Any, where: str) -> _T:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected an object, found {values!r}")
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = set(values) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+    try:
+        return cls(**values)
+    except TypeError as error:
+        raise ConfigError(f"{where}: {error}") from error
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _retention(values: Any, where: str) -> RetentionSettings:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected an object, found {values!r}")
+    buckets = values.get("buckets", {})
+    if not isinstance(buckets, Mapping):
+        raise ConfigError(f"{where}.buckets: expected an object, found {buckets!r}")
+    lifecycles = {
+        name: _build(BucketLifecycle, lifecycle, f"{where}.buckets.{name}") for name, lifecycle in buckets.items()
+    }
+    return _build(RetentionSettings, {**values, "buckets": lifecycles}, where)
+
+
+def environment_names(context: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(context.get("environments", {}))
+
+
+def load(
+    context: Mapping[str, Any],
+    name: str,
+    *,
+    account: str | None = None,
+    region: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EnvironmentConfig:
+    """The settings of environment ``name`` from the ``rdss`` context object.
+
+    Account and region: an explicit argument (``-c account=``) wins, then the environment's
+    entry in cdk.json, then ``CDK_DEFAULT_ACCOUNT``/``CDK_DEFAULT_REGION`` (which the CDK CLI
+    sets from the caller's credentials). With none, the stacks stay environment-agnostic.
+    """
+    environ = os.environ if environ is None else environ
+    environments = context.get("environments", {})
+    if name not in environments:
+        raise ConfigError(f"unknown environment {name!r}; choose one of {sorted(environments)} with -c env=<name>")
+    raw = _merge(context.get("defaults", {}), environments[name])
+    where = f"cdk.json context {CONTEXT_KEY}.environments.{name}"
+
+    removal = raw.pop("removal_policy", None)
+    if removal not in ("retain", "destroy"):
+        raise ConfigError(f"{where}.removal_policy: expected 'retain' or 'destroy', found {removal!r}")
+    capacity = _build(StreamCapacity, raw.pop("stream_capacity", {}), f"{where}.stream_capacity")
+    if capacity.mode not in ("on-demand", "provisioned"):
+        raise ConfigError(f"{where}.stream_capacity.mode: expected 'on-demand' or 'provisioned'")
+    functions_raw = raw.pop("functions", {})
+    if "default" not in functions_raw:
+        raise ConfigError(f"{where}.functions: a 'default' entry is required")
+    default_function = functions_raw["default"]
+    functions = {
+        processor: _build(FunctionSettings, _merge(default_function, values), f"{where}.functions.{processor}")
+        for processor, values in functions_raw.items()
+    }
+    retention_hours = int(raw.pop("stream_retention_hours", 168))
+    if not 24 <= retention_hours <= 8760:
+        raise ConfigError(f"{where}.stream_retention_hours: Kinesis keeps records 24 to 8760 hours")
+
+    config = EnvironmentConfig(
+        name=name,
+        account=account or raw.pop("account", None) or environ.get("CDK_DEFAULT_ACCOUNT") or None,
+        region=region or raw.pop("region", None) or environ.get("CDK_DEFAULT_REGION") or None,
+        removal_policy=removal,
+        stream_retention_hours=retention_hours,
+        stream_capacity=capacity,
+        event_source=_build(EventSourceSettings, raw.pop("event_source", {}), f"{where}.event_source"),
+        functions=functions,
+        alarms=_build(AlarmThresholds, raw.pop("alarms", {}), f"{where}.alarms"),
+        retention=_retention(raw.pop("retention", {}), f"{where}.retention"),
+        archive=_build(ArchiveSettings, raw.pop("archive", {}), f"{where}.archive"),
+        analytics=_build(AnalyticsSettings, raw.pop("analytics", {}), f"{where}.analytics"),
+        sequence_timeout_seconds=int(raw.pop("sequence_timeout_seconds", 3600)),
+        alarm_email=raw.pop("alarm_email", None),
+        termination_protection=bool(raw.pop("termination_protection", False)),
+    )
+    raw.pop("account", None)
+    raw.pop("region", None)
+    if raw:
+        raise ConfigError(f"{where}: unknown setting(s) {sorted(raw)}")
+    if config.retention.log_days not in LOG_RETENTION:
+        raise ConfigError(f"{where}.retention.log_days: CloudWatch Logs offers {sorted(LOG_RETENTION)} days")
+    return config

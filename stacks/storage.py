@@ -1,0 +1,115 @@
+"""S3 buckets that are secure by default: encrypted, TLS-only, never public, access-logged,
+and with lifecycle rules so nothing is kept longer than its environment says."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+
+def expiry_rules(
+    *,
+    expire_after_days: int | None = None,
+    prefix: str | None = None,
+    infrequent_access_after_days: int | None = None,
+    glacier_after_days: int | None = None,
+    rule_id: str = "Expire",
+) -> list[s3.LifecycleRule]:
+    """Transitions and expiry for objects under ``prefix`` (all objects when None)."""
+    transitions = []
+    if infrequent_access_after_days is not None:
+        transitions.append(
+            s3.Transition(
+                storage_class=s3.StorageClass.INFREQUENT_ACCESS,
+                transition_after=cdk.Duration.days(infrequent_access_after_days),
+            )
+        )
+    if glacier_after_days is not None:
+        transitions.append(
+            s3.Transition(
+                storage_class=s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
+                transition_after=cdk.Duration.days(glacier_after_days),
+            )
+        )
+    if expire_after_days is None and not transitions:
+        return []
+    return [
+        s3.LifecycleRule(
+            id=rule_id,
+            prefix=prefix,
+            expiration=cdk.Duration.days(expire_after_days) if expire_after_days is not None else None,
+            transitions=transitions or None,
+            # A versioned bucket keeps what was overwritten or expired as a noncurrent version.
+            noncurrent_version_expiration=cdk.Duration.days(expire_after_days or 30),
+        )
+    ]
+
+
+def _housekeeping() -> s3.LifecycleRule:
+    # Multipart uploads Firehose, Glue or a crashed processor never finished still cost money.
+    return s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(7))
+
+
+class AccessLogBucket(Construct):
+    """The target of the other buckets' server access logs.
+
+    SSE-S3, not KMS: S3 server access logging cannot deliver to a bucket whose default
+    encryption is SSE-KMS.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, removal: cdk.RemovalPolicy, expire_after_days: int
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[*expiry_rules(expire_after_days=expire_after_days), _housekeeping()],
+            removal_policy=removal,
+            auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY,
+        )
+
+
+class SecureBucket(Construct):
+    """A KMS-encrypted bucket, TLS only, public access blocked, logged to ``access_logs``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        access_logs: s3.IBucket,
+        removal: cdk.RemovalPolicy,
+        lifecycle_rules: Sequence[s3.LifecycleRule] = (),
+        versioned: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            # One data key per bucket and hour instead of a KMS call per object.
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix=f"{cdk.Names.unique_id(self)}/",
+            versioned=versioned,
+            lifecycle_rules=[*lifecycle_rules, _housekeeping()],
+            removal_policy=removal,
+            # dev: emptied on stack deletion, so the bucket really goes; prod: kept, data and all.
+            auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY,
+        )

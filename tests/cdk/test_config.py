@@ -1,0 +1,49 @@
+"""Per-environment settings from cdk.json: complete, typed, and strict about typos."""
+
+from __future__ import annotations
+
+import copy
+
+import aws_cdk as cdk
+import pytest
+
+from stacks.config import ConfigError, environment_names, load
+from tests.cdk.conftest import CONTEXT
+
+RDSS_CONTEXT = CONTEXT["rdss"]
+
+
+def test_the_three_environments_load() -> None:
+    assert environment_names(RDSS_CONTEXT) == ("dev", "staging", "prod")
+    configs = {name: load(RDSS_CONTEXT, name, environ={}) for name in environment_names(RDSS_CONTEXT)}
+    assert configs["prod"].cdk_removal_policy == cdk.RemovalPolicy.RETAIN
+    assert configs["dev"].cdk_removal_policy == cdk.RemovalPolicy.DESTROY
+    assert configs["staging"].removal_policy in ("retain", "destroy")
+    for config in configs.values():
+        assert config.stream_retention_hours == 168  # the spec's channel TTL
+        assert config.function("broker").timeout_seconds > 0
+        assert config.event_source.retry_attempts <= 10
+
+
+def test_account_and_region_come_from_arguments_then_cdk_json_then_the_environment() -> None:
+    environ = {"CDK_DEFAULT_ACCOUNT": "111111111111", "CDK_DEFAULT_REGION": "us-east-1"}
+    from_env = load(RDSS_CONTEXT, "dev", environ=environ)
+    assert from_env.account == "111111111111"
+    assert from_env.region == RDSS_CONTEXT["defaults"]["region"]  # cdk.json names one
+    explicit = load(RDSS_CONTEXT, "dev", account="222222222222", region="eu-west-1", environ=environ)
+    assert (explicit.account, explicit.region) == ("222222222222", "eu-west-1")
+    agnostic = load(RDSS_CONTEXT, "dev", environ={})
+    assert agnostic.account is None
+
+
+def test_unknown_environment_and_settings_are_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown environment"):
+        load(RDSS_CONTEXT, "qa", environ={})
+    broken = copy.deepcopy(RDSS_CONTEXT)
+    broken["environments"]["dev"]["alarms"]["iterator_age_secs"] = 1
+    with pytest.raises(ConfigError, match="iterator_age_secs"):
+        load(broken, "dev", environ={})
+    broken = copy.deepcopy(RDSS_CONTEXT)
+    broken["environments"]["dev"]["removal_policy"] = "snapshot"
+    with pytest.raises(ConfigError, match="removal_policy"):
+        load(broken, "dev", environ={})
