@@ -57,3 +57,79 @@ RAW_AUDIT_PARTITIONS: tuple[tuple[str, str], ...] = (
     ("day", "string"),
     ("hour", "string"),
 )
+
+#: The day, in reports, of an error record whose object key names no delivery time. (A curated
+#: row's dt is never unknown: it falls back from publishedTimestamp to the archive time, and
+#: then to the day the job ran, so that every row stays reachable through the table's date
+#: partition projection; Firehose names every object after its delivery time, so only
+#: hand-made archives ever need the last resort.)
+UNKNOWN_DATE = "unknown"
+
+#: Reasons a raw line is rejected (the ``reason`` column of ``<output>/rejects``).
+REJECT_NOT_JSON = "not JSON"
+REJECT_NOT_UTF8 = "not UTF-8"  # the line is kept base64-encoded
+REJECT_NO_MESSAGE_ID = "no messageId"
+REJECT_REASONS = (REJECT_NOT_JSON, REJECT_NOT_UTF8, REJECT_NO_MESSAGE_ID)
+
+#: Per messageId archived more than once, how many of its records were not curated
+#: (``<output>/duplicates``): the duplicate rate's numerator.
+DUPLICATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("messageId", "string"),
+    ("discarded", "bigint"),
+)
+
+#: Report tables (``audit_report.py``, under its ``--output``): small aggregates, unpartitioned,
+#: each written as Parquet (``<output>/<table>/``) and CSV (``<output>/csv/<table>/``).
+#: Messages per day (of publication), type, class and generator.
+VOLUME_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dt", "string"),
+    ("messageType", "string"),
+    ("messageClass", "string"),
+    ("generator", "string"),
+    ("messages", "bigint"),
+)
+#: Records the errors archive holds per day (of archiving), channel (invalid | error) and
+#: errorCode, against the records received that day (curated messages + rejected lines).
+ERROR_RATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dt", "string"),
+    ("channel", "string"),
+    ("errorCode", "string"),
+    ("records", "bigint"),
+    ("received", "bigint"),
+    ("rate", "double"),
+)
+#: Per day: records that carried a messageId, how many repeated an earlier one, and the rate.
+DUPLICATE_RATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dt", "string"),
+    ("records", "bigint"),
+    ("duplicates", "bigint"),
+    ("rate", "double"),
+)
+#: Sequences (total > 1) with fewer distinct positions archived than their total.
+INCOMPLETE_SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sequence", "string"),
+    ("messageType", "string"),
+    ("total", "int"),
+    ("parts", "bigint"),
+    ("firstPublished", "timestamp"),
+    ("lastArchivedAt", "timestamp"),
+)
+#: Publish-to-archive latency (archivedAt - publishedTimestamp) per day and type, in seconds.
+LATENCY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dt", "string"),
+    ("messageType", "string"),
+    ("messages", "bigint"),
+    ("p50Seconds", "double"),
+    ("p90Seconds", "double"),
+    ("p99Seconds", "double"),
+    ("maxSeconds", "double"),
+)
+REPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "volume": VOLUME_COLUMNS,
+    "error_rates": ERROR_RATE_COLUMNS,
+    "duplicate_rates": DUPLICATE_RATE_COLUMNS,
+    "incomplete_sequences": INCOMPLETE_SEQUENCE_COLUMNS,
+    "latency": LATENCY_COLUMNS,
+}
+#: The report's JSON summary of the whole period, beside the tables.
+REPORT_SUMMARY = "summary.json"

@@ -1,0 +1,365 @@
+"""Audit report: what went through the system, what failed and why, how fast.
+
+Input (``--input``): what ``audit_compaction.py`` wrote (``messages/``, ``rejects/``,
+``duplicates/``). Optionally (``--errors``) the errors archive: Firehose objects under
+``.../invalid/year=/.../`` and ``.../error/year=/.../`` whose records carry ``errorCode`` in
+their messageHeader (decorated in place, or wrapped with the original payload).
+
+Output (``--output``): the tables of :data:`schema.REPORT_TABLES`, each as Parquet
+(``<output>/<table>/``) and CSV (``<output>/csv/<table>/``), and ``summary.json``, the whole
+period in one document.
+
+Locally: ``python glue_jobs/audit_report.py --input PATH --output PATH [--errors PATH]``.
+On AWS Glue the same file takes ``--JOB_NAME``, ``--input``, ``--output`` and optionally
+``--errors`` (s3:// paths). The report is recomputed over the whole curated table on every
+run: its aggregates cover the period, not a run's increment.
+
+Only pyspark, the standard library and ``schema.py`` are imported: Glue runs this file
+without the ``rdss`` package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+try:
+    from glue_jobs import schema
+except ModuleNotFoundError:  # on Glue (--extra-py-files) and when run as glue_jobs/<job>.py
+    import schema  # type: ignore[no-redef]
+
+#: The header members of an errors-archive record the report reads.
+ERROR_RECORD_SCHEMA = T.StructType(
+    [
+        T.StructField(
+            "messageHeader",
+            T.StructType([T.StructField("errorCode", T.StringType()), T.StructField("messageId", T.StringType())]),
+        )
+    ]
+)
+#: Which channel an errors-archive object belongs to, from its key.
+_CHANNEL = r"/(invalid|error)/year=\d{4}/"
+_HOUR_PREFIX = r"year=(\d{4})/month=(\d{2})/day=(\d{2})/hour=(\d{2})/"
+#: errorCode of an errors-archive record that names none (or does not parse).
+NO_CODE = "none"
+#: Latency percentiles reported, and how precisely percentile_approx estimates them.
+PERCENTILES = (0.5, 0.9, 0.99)
+ACCURACY = 10_000
+
+SESSION_SETTINGS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    # dt and messageType are partition directories: keep them strings, as the table has them
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+}
+LOCAL_SETTINGS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "4g",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+# -- transforms ------------------------------------------------------------------------------------
+
+
+def volume(messages: DataFrame) -> DataFrame:
+    """Messages per day, type, class and generator (:data:`schema.VOLUME_COLUMNS`)."""
+    keys = ["dt", "messageType", "messageClass", "generator"]
+    return messages.groupBy(*keys).agg(F.count(F.lit(1)).alias("messages")).orderBy(*keys)
+
+
+def received(messages: DataFrame, rejects: DataFrame) -> DataFrame:
+    """Records received per day of archiving: curated messages and rejected lines."""
+    kept = messages.select(_day(F.col("archivedAt")).alias("dt"))
+    refused = rejects.select(_day(F.col("archivedAt")).alias("dt"))
+    return kept.unionByName(refused).groupBy("dt").agg(F.count(F.lit(1)).alias("received"))
+
+
+def error_records(lines: DataFrame) -> DataFrame:
+    """Errors-archive lines (``line, source``) as ``dt, channel, errorCode``.
+
+    The channel is the archive prefix the record is under; dt the day it was archived.
+    """
+    header = F.from_json(F.col("line"), ERROR_RECORD_SCHEMA).getField("messageHeader")
+    code = F.coalesce(header.getField("errorCode"), F.lit(NO_CODE))
+    return lines.select(
+        _day(_hour_of(F.col("source"))).alias("dt"),
+        F.regexp_extract(F.col("source"), _CHANNEL, 1).alias("channel"),
+        code.alias("errorCode"),
+    )
+
+
+def error_rates(errors: DataFrame, received_per_day: DataFrame) -> DataFrame:
+    """Errors-archive records per day, channel and code, as a share of that day's records
+    (:data:`schema.ERROR_RATE_COLUMNS`)."""
+    counted = errors.groupBy("dt", "channel", "errorCode").agg(F.count(F.lit(1)).alias("records"))
+    joined = counted.join(received_per_day, "dt", "left").fillna(0, subset=["received"])
+    rate = F.when(F.col("received") > 0, F.col("records") / F.col("received"))
+    return joined.select(
+        "dt", "channel", "errorCode", "records", F.col("received").cast("bigint"), rate.cast("double").alias("rate")
+    ).orderBy("dt", "channel", "errorCode")
+
+
+def duplicate_rates(messages: DataFrame, duplicates: DataFrame) -> DataFrame:
+    """Per day of publication: records with a messageId, how many repeated one already seen
+    (:data:`schema.DUPLICATE_RATE_COLUMNS`)."""
+    counted = messages.select("messageId", "dt").join(duplicates, "messageId", "left")
+    per_day = counted.groupBy("dt").agg(
+        F.count(F.lit(1)).alias("messages"), F.coalesce(F.sum("discarded"), F.lit(0)).alias("duplicates")
+    )
+    records = F.col("messages") + F.col("duplicates")
+    return per_day.select(
+        "dt",
+        records.cast("bigint").alias("records"),
+        F.col("duplicates").cast("bigint").alias("duplicates"),
+        (F.col("duplicates") / records).cast("double").alias("rate"),
+    ).orderBy("dt")
+
+
+def incomplete_sequences(messages: DataFrame) -> DataFrame:
+    """Sequences with fewer distinct positions in 1..total than total
+    (:data:`schema.INCOMPLETE_SEQUENCE_COLUMNS`)."""
+    parts = messages.where(F.col("sequence").isNotNull() & (F.col("total") > 1))
+    valid_position = F.when((F.col("position") >= 1) & (F.col("position") <= F.col("total")), F.col("position"))
+    grouped = parts.groupBy("sequence").agg(
+        F.first("messageType").alias("messageType"),
+        F.max("total").alias("total"),
+        F.countDistinct(valid_position).alias("parts"),
+        F.min("publishedTimestamp").alias("firstPublished"),
+        F.max("archivedAt").alias("lastArchivedAt"),
+    )
+    return grouped.where(F.col("parts") < F.col("total")).select(
+        "sequence", "messageType", "total", "parts", "firstPublished", "lastArchivedAt"
+    )
+
+
+def latency_seconds() -> Column:
+    """archivedAt - publishedTimestamp, in seconds (to the microsecond)."""
+    return (F.unix_micros(F.col("archivedAt")) - F.unix_micros(F.col("publishedTimestamp"))).cast("double") / 1e6
+
+
+def latency(messages: DataFrame) -> DataFrame:
+    """Publish-to-archive latency percentiles per day and type (:data:`schema.LATENCY_COLUMNS`)."""
+    timed = messages.where(F.col("archivedAt").isNotNull() & F.col("publishedTimestamp").isNotNull())
+    timed = timed.withColumn("latency", latency_seconds())
+    quantiles = F.percentile_approx("latency", list(PERCENTILES), ACCURACY)
+    grouped = timed.groupBy("dt", "messageType").agg(
+        F.count(F.lit(1)).alias("messages"), quantiles.alias("q"), F.max("latency").alias("maxSeconds")
+    )
+    return grouped.select(
+        "dt",
+        "messageType",
+        "messages",
+        *(F.col("q")[i].alias(name) for i, name in enumerate(("p50Seconds", "p90Seconds", "p99Seconds"))),
+        "maxSeconds",
+    ).orderBy("dt", "messageType")
+
+
+def summary(messages: DataFrame, rejects: DataFrame, duplicates: DataFrame, errors: DataFrame | None) -> dict[str, Any]:
+    """The whole period in one document: totals, rates per code, duplicates, latency."""
+    totals = messages.agg(
+        F.count(F.lit(1)).alias("messages"),
+        F.min("dt").alias("first"),
+        F.max("dt").alias("last"),
+    ).first()
+    assert totals is not None
+    unique = int(totals["messages"])
+    refused = {row["reason"]: int(row["count"]) for row in rejects.groupBy("reason").count().collect()}
+    discarded_row = duplicates.agg(F.sum("discarded")).first()
+    discarded = int(discarded_row[0] or 0) if discarded_row is not None else 0
+    received_total = unique + sum(refused.values())
+    by = {
+        key: {row[key]: int(row["count"]) for row in messages.groupBy(key).count().collect()}
+        for key in ("messageType", "messageClass", "generator")
+    }
+    codes: dict[str, dict[str, Any]] = {}
+    if errors is not None:
+        for row in errors.groupBy("channel", "errorCode").count().collect():
+            entry = codes.setdefault(row["channel"], {})
+            entry[row["errorCode"]] = {
+                "records": int(row["count"]),
+                "rate": int(row["count"]) / received_total if received_total else None,
+            }
+    timed = messages.where(F.col("archivedAt").isNotNull() & F.col("publishedTimestamp").isNotNull())
+    quantiles = timed.agg(
+        F.percentile_approx(latency_seconds(), list(PERCENTILES), ACCURACY).alias("q"),
+        F.max(latency_seconds()).alias("max"),
+    ).first()
+    latency_summary: dict[str, float | None] = {"p50": None, "p90": None, "p99": None, "max": None}
+    if quantiles is not None and quantiles["q"] is not None:
+        latency_summary = {**dict(zip(("p50", "p90", "p99"), quantiles["q"], strict=True)), "max": quantiles["max"]}
+    return {
+        "period": {"first": totals["first"], "last": totals["last"]},
+        "received": received_total,
+        "messages": unique,
+        "rejects": {"total": sum(refused.values()), "byReason": refused},
+        "duplicates": {
+            "records": discarded,
+            "rate": discarded / (unique + discarded) if unique + discarded else None,
+        },
+        "volume": by,
+        "errors": codes,
+        "incompleteSequences": incomplete_sequences(messages).count(),
+        "latencySeconds": latency_summary,
+    }
+
+
+def _day(moment: Column) -> Column:
+    return F.coalesce(F.date_format(moment, "yyyy-MM-dd"), F.lit(schema.UNKNOWN_DATE))
+
+
+def _hour_of(source: Column) -> Column:
+    def part(group: int) -> Column:
+        return F.regexp_extract(source, _HOUR_PREFIX, group).cast("int")
+
+    return F.make_timestamp(part(1), part(2), part(3), part(4), F.lit(0), F.lit(0), timezone=F.lit("UTC"))
+
+
+# -- I/O --------------------------------------------------------------------------------------------
+
+
+def read_curated(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """messages, rejects and duplicates as audit_compaction.py wrote them under ``path``."""
+    base = path.rstrip("/")
+    messages = spark.read.schema(_struct(schema.CURATED_COLUMNS + schema.CURATED_PARTITIONS)).parquet(
+        f"{base}/messages"
+    )
+    rejects = spark.read.schema(_struct(schema.REJECT_COLUMNS)).parquet(f"{base}/rejects")
+    duplicates = spark.read.schema(_struct(schema.DUPLICATE_COLUMNS)).parquet(f"{base}/duplicates")
+    return messages, rejects, duplicates
+
+
+def read_errors(spark: SparkSession, path: str) -> DataFrame:
+    """Every line of the errors archive under ``path`` with the object it is in."""
+    raw = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text(path)
+    return error_records(raw.select(F.col("value").alias("line"), F.input_file_name().alias("source")))
+
+
+def run(
+    spark: SparkSession,
+    messages: DataFrame,
+    rejects: DataFrame,
+    duplicates: DataFrame,
+    errors: DataFrame | None,
+    output: str,
+) -> dict[str, Any]:
+    """Write every report table and the summary under ``output``; return the summary."""
+    for key, value in SESSION_SETTINGS.items():
+        spark.conf.set(key, value)
+    base = output.rstrip("/")
+    messages = messages.cache()
+    empty_errors = spark.createDataFrame([], "dt string, channel string, errorCode string")
+    tables = {
+        "volume": volume(messages),
+        "error_rates": error_rates(errors if errors is not None else empty_errors, received(messages, rejects)),
+        "duplicate_rates": duplicate_rates(messages, duplicates),
+        "incomplete_sequences": incomplete_sequences(messages),
+        "latency": latency(messages),
+    }
+    try:
+        for name, table in tables.items():
+            columns = schema.REPORT_TABLES[name]
+            shaped = table.select(*(F.col(column).cast(kind).alias(column) for column, kind in columns)).cache()
+            shaped.coalesce(1).write.mode("overwrite").parquet(f"{base}/{name}")
+            shaped.coalesce(1).write.mode("overwrite").option("header", "true").csv(f"{base}/csv/{name}")
+        document = summary(messages, rejects, duplicates, errors)
+        write_text(spark, f"{base}/{schema.REPORT_SUMMARY}", json.dumps(document, indent=2, sort_keys=True) + "\n")
+    finally:
+        spark.catalog.clearCache()
+    return document
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """One small file through Hadoop's file system API: a local path or s3:// alike."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    system = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    stream = system.create(target, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+_SPARK_TYPES: dict[str, T.DataType] = {
+    "string": T.StringType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "double": T.DoubleType(),
+    "timestamp": T.TimestampType(),
+}
+
+
+def _struct(columns: tuple[tuple[str, str], ...]) -> T.StructType:
+    return T.StructType([T.StructField(name, _SPARK_TYPES[kind]) for name, kind in columns])
+
+
+def local_session(app: str = "rdss-audit-report") -> SparkSession:
+    """A SparkSession on ``local[*]`` tuned for a small machine."""
+    builder = SparkSession.builder.master("local[*]").appName(app)
+    for key, value in {**LOCAL_SETTINGS, **SESSION_SETTINGS}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """Local entry point: ``--input PATH --output PATH [--errors PATH]``; prints the summary."""
+    parser = argparse.ArgumentParser(description="Report on the curated audit data and the errors archive.")
+    parser.add_argument("--input", required=True, help="audit_compaction.py's output (messages/, rejects/, ...)")
+    parser.add_argument("--output", required=True, help="where the report tables and summary.json go")
+    parser.add_argument("--errors", help="the errors archive (invalid/ and error/ under it), read recursively")
+    args = parser.parse_args(argv)
+    session = spark or local_session()
+    try:
+        messages, rejects, duplicates = read_curated(session, args.input)
+        errors = read_errors(session, args.errors) if args.errors else None
+        document = run(session, messages, rejects, duplicates, errors, args.output)
+    finally:
+        if spark is None:
+            session.stop()
+    print(json.dumps(document, sort_keys=True))
+    return 0
+
+
+def glue_main() -> None:
+    """AWS Glue entry point: the same report, arguments from getResolvedOptions."""
+    from awsglue.context import GlueContext
+    from awsglue.job import Job
+    from awsglue.utils import getResolvedOptions
+    from pyspark.context import SparkContext
+
+    wanted = ["JOB_NAME", "input", "output"] + (["errors"] if "--errors" in sys.argv else [])
+    args = getResolvedOptions(sys.argv, wanted)
+    glue = GlueContext(SparkContext.getOrCreate())
+    spark = glue.spark_session
+    job = Job(glue)
+    job.init(args["JOB_NAME"], args)
+    messages, rejects, duplicates = read_curated(spark, args["input"])
+    errors = read_errors(spark, args["errors"]) if args.get("errors") else None
+    print(json.dumps(run(spark, messages, rejects, duplicates, errors, args["output"]), sort_keys=True))
+    job.commit()
+
+
+def _on_glue() -> bool:
+    try:
+        import awsglue  # noqa: F401
+    except ImportError:
+        return False
+    return "--JOB_NAME" in sys.argv
+
+
+if __name__ == "__main__":
+    if _on_glue():
+        glue_main()
+    else:
+        sys.exit(main())
