@@ -1,0 +1,108 @@
+"""``rdss bridge SOURCE_URL TARGET_URL``: the Messaging Bridge between two messaging systems.
+
+Exit codes: 0 stopped (interrupted, idle, or the count reached); 2 a URL is malformed or a
+messaging system unreachable at start. Once running, a side that drops is retried, not fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+import orjson
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss.cli.common import USAGE, CommandError
+
+
+def register(commands: Any) -> None:
+    bridge = commands.add_parser(
+        "bridge",
+        help="move messages between Kinesis and RabbitMQ (or memory)",
+        description="Read CHANNELs from SOURCE_URL as a consumer group and send every message to the same channel "
+        "at TARGET_URL: at least once, messages the bridge already sent are dropped, a side that drops its "
+        "connection is retried. E.g. rdss bridge kinesis://dev amqp://guest:guest@localhost/%%2F",
+    )
+    bridge.add_argument("source", metavar="SOURCE_URL")
+    bridge.add_argument("target", metavar="TARGET_URL")
+    bridge.add_argument(
+        "--channel",
+        dest="channels",
+        action="append",
+        metavar="CHANNEL",
+        help="a channel to move (repeatable; default: metadata, vocabulary, responses)",
+    )
+    bridge.add_argument("--group", default="bridge", help="consumer group on the source (default: bridge)")
+    bridge.add_argument(
+        "--declare",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="create this consumer group's queues on a RabbitMQ target first (repeatable)",
+    )
+    bridge.add_argument("--batch", type=_positive_int, default=500, metavar="N", help="records per read (default 500)")
+    bridge.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds with nothing to move")
+    bridge.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
+    bridge.add_argument(
+        "--lease-duration",
+        type=_positive_float,
+        default=10.0,
+        metavar="S",
+        help="Kinesis source: seconds before a restarted bridge takes over a dead one's shards (default 10)",
+    )
+    bridge.add_argument("--json", action="store_true", help="print the final figures as JSON")
+    bridge.set_defaults(run=run_bridge)
+
+
+def run_bridge(args: argparse.Namespace) -> int:
+    from rdss.bridge import DEFAULT_CHANNELS, open_bridge
+    from rdss.gateway import GatewayError, TransportError, URLError
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("pika").setLevel(logging.CRITICAL)  # its failures are reported as ours
+    channels = args.channels or list(DEFAULT_CHANNELS)
+    try:
+        bridge = open_bridge(
+            args.source,
+            args.target,
+            channels,
+            group=args.group,
+            declare=args.declare,
+            lease_duration=args.lease_duration,
+            batch_size=args.batch,
+        )
+    except (URLError, TransportError, GatewayError) as error:
+        raise CommandError(str(error), USAGE) from error
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    print(f"bridging {', '.join(channels)}: {args.source} -> {args.target}", file=sys.stderr, flush=True)
+    stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(stats.as_dict()) + b"\n")
+    else:
+        print(
+            f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "
+            f"moved to invalid/error {stats.rejected}, failures retried {stats.failures}"
+        )
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value

@@ -1,0 +1,56 @@
+"""The same application code through kinesis://, amqp:// and memory://: only the URL changes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from rdss.gateway import Gateway
+from rdss.messages import Message
+from rdss.workload import Workload
+
+pytestmark = pytest.mark.integration
+
+
+def exchange(url: str, messages: list[Message]) -> list[Message]:
+    """What a vendor writes, once: a repository subscribes to the metadata channel, a producer
+    sends, the repository receives and acknowledges each message; what it received."""
+    with (
+        Gateway(url, application="repository") as repository,
+        Gateway(url, application="producer") as producer,
+        repository.receiver("metadata", poll_interval=0.1) as inbox,
+    ):
+        producer.send_all(messages, channel="metadata")
+        producer.send(messages[0], channel="metadata")  # at least once: a duplicate, dropped
+        received = []
+        while (message := inbox.receive(timeout=10)) is not None:
+            received.append(message.message)
+            inbox.ack(message)
+            if len(received) == len(messages):
+                assert inbox.receive(timeout=1) is None
+                break
+    return received
+
+
+@pytest.fixture(params=["memory", "kinesis", "amqp"])
+def gateway_url(request, monkeypatch):
+    if request.param == "memory":
+        return f"memory://backends-{uuid.uuid4().hex[:8]}"
+    if request.param == "kinesis":
+        system = request.getfixturevalue("system")
+        for name, value in system.endpoint.environment().items():
+            if name != "AWS_ENDPOINT_URL":  # the URL names the endpoint
+                monkeypatch.setenv(name, value)
+        return (
+            f"kinesis://{system.deployment.environment}?endpoint={system.endpoint.url}&region={system.endpoint.region}"
+        )
+    return request.getfixturevalue("url")
+
+
+def test_the_same_code_sends_and_receives_on_every_backend(gateway_url):
+    messages = Workload(seed=31).mix(25)
+    received = exchange(gateway_url, messages)
+    by_id = {m["messageHeader"]["messageId"]: m for m in received}
+    assert len(received) == len(messages)
+    assert by_id == {m["messageHeader"]["messageId"]: m for m in messages}

@@ -1,0 +1,203 @@
+"""A small OAI-PMH 2.0 repository on loopback, for the Channel Adaptor's tests.
+
+Real HTTP (the standard library's ``http.server``), real XML: ``Identify`` and ``ListRecords``
+with ``oai_dc`` records, ``from``/``until`` datestamps (inclusive, as the protocol says),
+``set``, resumption tokens (``completeListSize``, ``cursor``, an empty token on the last page),
+deleted records (``status="deleted"``, no metadata), and the protocol's errors
+(``noRecordsMatch``, ``badResumptionToken``, ``cannotDisseminateFormat``, ``badArgument``,
+``badVerb``). Tests change the records while it serves, expire tokens, and make it answer
+``503 Retry-After`` (how OAI-PMH servers apply flow control).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+from xml.sax.saxutils import escape, quoteattr
+
+OAI = "http://www.openarchives.org/OAI/2.0/"
+OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+DC = "http://purl.org/dc/elements/1.1/"
+
+
+@dataclass
+class Record:
+    """One item of the repository: its header and its Dublin Core (element -> values)."""
+
+    identifier: str
+    datestamp: str
+    dc: dict[str, list[str]] = field(default_factory=dict)
+    deleted: bool = False
+    sets: tuple[str, ...] = ()
+
+
+@dataclass
+class _Token:
+    identifiers: list[str]
+    offset: int
+
+
+class OaiPmhServer:
+    """Serves :attr:`records` at :attr:`url` until :meth:`stop`."""
+
+    def __init__(self, records: list[Record] | None = None, *, page_size: int = 10) -> None:
+        self.records: dict[str, Record] = {r.identifier: r for r in records or []}
+        self.page_size = page_size
+        self.requests: list[dict[str, str]] = []
+        self._tokens: dict[str, _Token] = {}
+        self._lock = threading.Lock()
+        self._busy = 0
+        handler = type("Handler", (_Handler,), {"repository": self})
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="oai-pmh"
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}/oai"
+
+    def put(self, record: Record) -> None:
+        """Add or replace a record (a new datestamp makes it show in later incremental harvests)."""
+        with self._lock:
+            self.records[record.identifier] = record
+
+    def delete(self, identifier: str, datestamp: str) -> None:
+        with self._lock:
+            record = self.records[identifier]
+            self.records[identifier] = Record(identifier, datestamp, {}, deleted=True, sets=record.sets)
+
+    def expire_tokens(self) -> None:
+        with self._lock:
+            self._tokens.clear()
+
+    def busy(self, times: int) -> None:
+        """Answer the next ``times`` requests with 503 and ``Retry-After: 1``."""
+        with self._lock:
+            self._busy = times
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    # -- the protocol ---------------------------------------------------------------------------
+    def answer(self, query: dict[str, str]) -> tuple[int, dict[str, str], str]:
+        with self._lock:
+            self.requests.append(query)
+            if self._busy:
+                self._busy -= 1
+                return 503, {"Retry-After": "1"}, "busy"
+            verb = query.get("verb")
+            if verb == "Identify":
+                return 200, {}, self._envelope(query, self._identify())
+            if verb == "ListRecords":
+                return 200, {}, self._envelope(query, self._list_records(query))
+            return 200, {}, self._envelope(query, _error("badVerb", f"unsupported verb {verb!r}"))
+
+    def _identify(self) -> str:
+        earliest = min((r.datestamp for r in self.records.values()), default="2000-01-01T00:00:00Z")
+        return (
+            "<Identify><repositoryName>Test Repository</repositoryName>"
+            f"<baseURL>{escape(self.url)}</baseURL><protocolVersion>2.0</protocolVersion>"
+            "<adminEmail>admin@example.org</adminEmail>"
+            f"<earliestDatestamp>{earliest}</earliestDatestamp><deletedRecord>persistent</deletedRecord>"
+            "<granularity>YYYY-MM-DDThh:mm:ssZ</granularity></Identify>"
+        )
+
+    def _list_records(self, query: dict[str, str]) -> str:
+        token_text = query.get("resumptionToken")
+        if token_text is not None:
+            if set(query) != {"verb", "resumptionToken"}:
+                return _error("badArgument", "resumptionToken is an exclusive argument")
+            token = self._tokens.get(token_text)  # usable again until expired, as servers allow
+            if token is None:
+                return _error("badResumptionToken", "the token has expired or is not one of ours")
+        else:
+            if query.get("metadataPrefix") != "oai_dc":
+                return _error("cannotDisseminateFormat", "only oai_dc")
+            start, until, wanted = query.get("from"), query.get("until"), query.get("set")
+            chosen = sorted(
+                (
+                    r
+                    for r in self.records.values()
+                    if (start is None or _stamp(r.datestamp) >= _stamp(start))
+                    and (until is None or _stamp(r.datestamp) <= _stamp(until))
+                    and (wanted is None or wanted in r.sets)
+                ),
+                key=lambda r: (_stamp(r.datestamp), r.identifier),
+            )
+            if not chosen:
+                return _error("noRecordsMatch", "no records match")
+            token = _Token([r.identifier for r in chosen], 0)
+        page = token.identifiers[token.offset : token.offset + self.page_size]
+        parts = ["<ListRecords>"]
+        parts.extend(_record(self.records[i]) for i in page if i in self.records)
+        following = token.offset + len(page)
+        if following < len(token.identifiers) or token.offset > 0:
+            attributes = f' completeListSize="{len(token.identifiers)}" cursor="{token.offset}"'
+            if following < len(token.identifiers):
+                name = uuid.uuid4().hex
+                self._tokens[name] = _Token(token.identifiers, following)
+                parts.append(f"<resumptionToken{attributes}>{name}</resumptionToken>")
+            else:
+                parts.append(f"<resumptionToken{attributes}/>")
+        parts.append("</ListRecords>")
+        return "".join(parts)
+
+    def _envelope(self, query: dict[str, str], body: str) -> str:
+        attributes = "".join(f" {k}={quoteattr(v)}" for k, v in query.items())
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>'
+            f'<OAI-PMH xmlns="{OAI}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
+            "<responseDate>2026-11-21T00:00:00Z</responseDate>"
+            f"<request{attributes}>{escape(self.url)}</request>{body}</OAI-PMH>"
+        )
+
+
+def _stamp(value: str) -> str:
+    """Day granularity compares as the start of that day."""
+    return value if "T" in value else f"{value}T00:00:00Z"
+
+
+def _error(code: str, message: str) -> str:
+    return f'<error code="{code}">{escape(message)}</error>'
+
+
+def _record(record: Record) -> str:
+    status = ' status="deleted"' if record.deleted else ""
+    sets = "".join(f"<setSpec>{escape(s)}</setSpec>" for s in record.sets)
+    header = (
+        f"<header{status}><identifier>{escape(record.identifier)}</identifier>"
+        f"<datestamp>{record.datestamp}</datestamp>{sets}</header>"
+    )
+    if record.deleted:
+        return f"<record>{header}</record>"
+    elements = "".join(
+        f"<dc:{name}>{escape(value)}</dc:{name}>" for name, values in record.dc.items() for value in values
+    )
+    metadata = f'<metadata><oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}">{elements}</oai_dc:dc></metadata>'
+    return f"<record>{header}{metadata}</record>"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    repository: Any
+
+    def do_GET(self) -> None:
+        query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
+        status, headers, body = self.repository.answer(query)
+        data = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/xml; charset=utf-8" if status == 200 else "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        """Quiet: tests read :attr:`OaiPmhServer.requests` instead."""
