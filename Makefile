@@ -8,8 +8,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENV ?= dev
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
+# The CDK CLI, pinned in package.json/package-lock.json and installed into node_modules/.
+NODE_STAMP := node_modules/.installed
+CDK := node_modules/.bin/cdk
+# jsii (under aws-cdk-lib) warns on every start that this machine's Node 20 is past its end of life.
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup demo test lint typecheck unit clean
+.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py rdss/_fastcheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,15 +26,39 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py rdss/_fa
 
 setup: $(STAMP)
 
-demo: setup
-	$(BIN)/python -m rdss tour
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
-test: setup lint typecheck
+node: $(NODE_STAMP)
+
+# RabbitMQ for the amqp:// tests: Debian's rabbitmq-server, installed once (needs root and
+# apt-get). The tests start a private node of their own; the system service is never used.
+RABBITMQ := /usr/lib/rabbitmq/bin/rabbitmq-server
+
+$(RABBITMQ): | $(STAMP)
+	$(BIN)/python -m tests.support.rabbitmq install
+
+rabbitmq: $(RABBITMQ)
+
+# `make synth ENV=prod`: the CloudFormation template, Lambda and Glue assets and cdk-nag's
+# validation report (cdk.out/validation-report.json) of one environment. Needs no AWS
+# credentials and no Docker; PyPI only the first time (the Lambda wheels are cached in .cache/).
+synth: setup node
+	CDK_DISABLE_VERSION_CHECK=1 $(CDK) synth -c env=$(ENV) --quiet --no-notices
+	@$(BIN)/python -c 'import json; r = json.load(open("cdk.out/validation-report.json")); \
+	  n = sum(len(v["violatingConstructs"]) for p in r["pluginReports"] for v in p["violations"]); \
+	  print(f"cdk.out/rdss-$(ENV).template.json written; cdk-nag: {n} unacknowledged finding(s)")'
+
+demo: setup
+	$(BIN)/python -m rdss local demo
+
+test: setup rabbitmq lint typecheck
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check rdss tests glue_jobs
-	$(BIN)/ruff format --check rdss tests glue_jobs
+	$(BIN)/ruff check rdss tests glue_jobs app.py stacks
+	$(BIN)/ruff format --check rdss tests glue_jobs app.py stacks
 
 typecheck: setup
 	$(BIN)/mypy

@@ -30,6 +30,14 @@ def register(commands: Any) -> None:
     check.add_argument("--json", action="store_true", help="print the figures as JSON")
     check.set_defaults(run=run_validate)
 
+    glue = kinds.add_parser("glue", help="the audit compaction job on local Spark vs one Python process")
+    glue.add_argument("--records", type=int, default=1_000_000, metavar="N", help="raw records (default 1,000,000)")
+    glue.add_argument("--seed", type=int, default=11)
+    glue.add_argument("--workdir", type=Path, metavar="DIR", help="where archives and outputs go (default: a temp dir)")
+    glue.add_argument("--keep", action="store_true", help="keep the generated archives and outputs")
+    glue.add_argument("--json", action="store_true", help="print the figures as JSON")
+    glue.set_defaults(run=run_glue)
+
     broker = kinds.add_parser("broker", help="the broker handler on realistic Kinesis events")
     broker.add_argument("--records", type=int, default=2000, metavar="N", help="messages (default 2000)")
     broker.add_argument("--batch", type=int, default=1000, metavar="B", help="records per event (default 1000)")
@@ -43,6 +51,19 @@ def register(commands: Any) -> None:
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
     send.add_argument("--json", action="store_true", help="print the figures as JSON")
     send.set_defaults(run=run_send)
+
+    amqp = kinds.add_parser("amqp", help="the RabbitMQ backend: publisher confirms, send_all, receive")
+    amqp.add_argument("--messages", type=int, default=5000, metavar="N", help="messages (default 5000)")
+    amqp.add_argument("--url", help="an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)")
+    amqp.add_argument("--small", action="store_true", help="small messages (~0.5 kB) instead of the realistic mix")
+    amqp.add_argument("--json", action="store_true", help="print the figures as JSON")
+    amqp.set_defaults(run=run_amqp)
+
+    bridge = kinds.add_parser("bridge", help="the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ")
+    bridge.add_argument("--messages", type=int, default=2000, metavar="N", help="messages (default 2000)")
+    bridge.add_argument("--url", help="an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)")
+    bridge.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bridge.set_defaults(run=run_bridge)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -109,4 +130,71 @@ def run_send(args: argparse.Namespace) -> int:
         f"({figures.put_records_calls} for {figures.messages:,})"
     )
     print(f"  {figures.calls_per_1000:>10.1f} AWS calls per 1,000 messages in all ({calls})")
+    return 0
+
+
+def run_amqp(args: argparse.Namespace) -> int:
+    from rdss.bench import amqp
+
+    if args.messages < 1:
+        raise CommandError("--messages must be at least 1")
+    try:
+        figures = amqp.run(args.messages, url=args.url, realistic=not args.small)
+    except RuntimeError as error:
+        raise CommandError(str(error)) from error
+    return _print_rates(args, figures)
+
+
+def run_bridge(args: argparse.Namespace) -> int:
+    from rdss.bench import amqp
+
+    if args.messages < 1:
+        raise CommandError("--messages must be at least 1")
+    try:
+        figures = amqp.run_bridge(args.messages, url=args.url)
+    except RuntimeError as error:
+        raise CommandError(str(error)) from error
+    return _print_rates(args, figures)
+
+
+def _print_rates(args: argparse.Namespace, figures: Any) -> int:
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        return 0
+    print(f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, {figures.broker}")
+    for what, rate in figures.rates.items():
+        print(f"  {what:<42} {rate:>10,.0f} msg/s")
+    return 0
+
+
+def run_glue(args: argparse.Namespace) -> int:
+    from rdss.bench import glue
+
+    if args.records < 4:
+        raise CommandError("--records must be at least 4")
+    figures = glue.run(args.records, seed=args.seed, workdir=args.workdir, keep=args.keep)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        return 0
+    counts = figures.counts
+    print(
+        f"{figures.records:,} raw records in {figures.objects:,} objects, {figures.gzip_bytes / 1e6:,.1f} MB of gzip"
+        f" ({figures.gzip_bytes / figures.records:.0f} bytes a record): {counts['messages']:,} messages,"
+        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} malformed lines"
+    )
+    print(
+        f"  Spark job (local[*], start-up included)  {figures.spark_seconds:>7.1f} s"
+        f"   {figures.spark_per_s:>9,.0f} records/s"
+    )
+    print(
+        f"  Spark job on N/4 = {figures.quarter_records:,} records  {figures.quarter_seconds:>7.1f} s"
+        f"   time(N)/time(N/4) = {figures.scaling_ratio:.2f} (linear = 4.00)"
+    )
+    print(
+        f"  one Python process (orjson + pyarrow)    {figures.single_process_seconds:>7.1f} s"
+        f"   {figures.single_process_per_s:>9,.0f} records/s"
+        f"   Spark runs at {figures.single_process_seconds / figures.spark_seconds:.2f}x its speed"
+    )
+    busy = "unknown" if figures.busy_before is None else f"{figures.busy_before:.0%}"
+    print(f"  machine: {figures.cores} cores, {busy} busy with other work just before the runs")
     return 0
