@@ -177,14 +177,14 @@ def summary(messages: DataFrame, rejects: DataFrame, duplicates: DataFrame, erro
     discarded = int(discarded_row[0] or 0) if discarded_row is not None else 0
     received_total = unique + sum(refused.values())
     by = {
-        key: {row[key]: int(row["count"]) for row in messages.groupBy(key).count().collect()}
+        key: {_label(row[key]): int(row["count"]) for row in messages.groupBy(key).count().collect()}
         for key in ("messageType", "messageClass", "generator")
     }
     codes: dict[str, dict[str, Any]] = {}
     if errors is not None:
         for row in errors.groupBy("channel", "errorCode").count().collect():
-            entry = codes.setdefault(row["channel"], {})
-            entry[row["errorCode"]] = {
+            entry = codes.setdefault(_label(row["channel"]), {})
+            entry[_label(row["errorCode"])] = {
                 "records": int(row["count"]),
                 "rate": int(row["count"]) / received_total if received_total else None,
             }
@@ -210,6 +210,15 @@ def summary(messages: DataFrame, rejects: DataFrame, duplicates: DataFrame, erro
         "incompleteSequences": incomplete_sequences(messages).count(),
         "latencySeconds": latency_summary,
     }
+
+
+def _label(value: Any) -> str:
+    """A summary key: curated rows of invalid messages may lack a class or a generator."""
+    return NO_VALUE if value is None else str(value)
+
+
+#: The key the summary counts missing values under (JSON object keys must be strings).
+NO_VALUE = "(none)"
 
 
 def _day(moment: Column) -> Column:

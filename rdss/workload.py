@@ -89,9 +89,23 @@ class Workload:
     UUIDs come from the seeded generator too, so a seed reproduces messages exactly.
     """
 
-    def __init__(self, seed: int = 0, *, generator: str = "rdss-workload-1.0.0") -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        generator: str = "rdss-workload-1.0.0",
+        base_time: datetime = _BASE_TIME,
+        spread: timedelta = timedelta(hours=1),
+    ) -> None:
+        """
+        Args:
+            base_time: messages are published within ``spread`` before it (and dated within
+                the month before it); fixed by default so a seed reproduces messages exactly.
+        """
         self.rng = random.Random(seed)
         self.generator = generator
+        self.base_time = base_time
+        self.spread = spread.total_seconds()
 
     # -- identifiers and values ---------------------------------------------------------------
     def uuid(self) -> str:
@@ -100,7 +114,7 @@ class Workload:
 
     def timestamp(self, days: float = 30.0) -> str:
         """A timestamp within ``days`` before the workload's base time."""
-        moment = _BASE_TIME - timedelta(seconds=self.rng.uniform(0, days * 86400))
+        moment = self.base_time - timedelta(seconds=self.rng.uniform(0, days * 86400))
         return timestamps.format(moment)
 
     def _orcid(self) -> str:
@@ -241,7 +255,7 @@ class Workload:
             generator=self.generator,
             correlation_id=correlation_id,
             return_address="responses" if reads and message_class == "Command" else None,
-            now=_BASE_TIME - timedelta(seconds=self.rng.uniform(0, 3600)),
+            now=self.base_time - timedelta(seconds=self.rng.uniform(0, self.spread)),
         )
         header = message["messageHeader"]
         header["messageId"] = self.uuid()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import threading
 from pathlib import Path
@@ -29,7 +30,15 @@ def register(commands: Any) -> None:
     demo.set_defaults(run=run_demo)
 
 
+def _quiet_processors() -> None:
+    """The processors log JSON and emit EMF metrics on stdout, as they must in Lambda; on a
+    terminal that would bury the summary. Warnings still show; either can be set back."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+
 def run_demo(args: argparse.Namespace) -> int:
+    _quiet_processors()
     from rdss.local import demo
 
     if args.messages is not None and not args.messages.is_dir():
@@ -43,6 +52,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    _quiet_processors()
     from rich.console import Console
 
     from rdss.local.emulator import start_embedded

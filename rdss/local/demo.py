@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def builtin_inputs(bulk: int = 300) -> list[tuple[str, list[bytes]]]:
     """A realistic workload: every type and class, replies, invalid messages of every code,
     duplicates, a deposit too large for one message (sent as a sequence through the splitter)
     and a bulk of ordinary traffic."""
-    workload = Workload(2026, generator="rdss-demo-1.0.0")
+    # published in the minutes before now, so publish-to-archive latency reads as it would live
+    workload = Workload(2026, generator="rdss-demo-1.0.0", base_time=datetime.now(UTC), spread=timedelta(seconds=30))
     items: list[tuple[str, list[bytes]]] = []
     named: dict[str, dict[str, Any]] = {}
     for message_type, message_class, _ in _PAIRS:
@@ -186,13 +188,12 @@ def _analytics(runtime: Runtime) -> dict[str, Any]:
         _job(compaction, "--input", str(root / "audit"), "--output", str(curated))
         reported = root / "report"
         errors = root / "errors" / "errors"
-        arguments = ["--input", str(curated / "messages"), "--output", str(reported)]
+        arguments = ["--input", str(curated), "--output", str(reported)]
         if errors.exists():
             arguments += ["--errors", str(errors)]
         _job(reporting, *arguments)
         seconds = time.monotonic() - started
-        summaries = sorted(reported.rglob("*.json"))
-        summary: dict[str, Any] = orjson.loads(summaries[0].read_bytes()) if summaries else {}
+        summary: dict[str, Any] = orjson.loads((reported / "summary.json").read_bytes())
         summary["sparkSeconds"] = round(seconds, 1)
         return summary
 
@@ -241,10 +242,40 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     if "skipped" in analytics:
         console.print(f"[bold]Analytics[/]: skipped ({analytics['skipped']})")
     else:
-        pretty = orjson.dumps(analytics, option=orjson.OPT_INDENT_2).decode()
-        console.print(f"[bold]Analytics[/] (Glue jobs on local Spark, {analytics.get('sparkSeconds')} s):")
-        console.print(pretty if len(pretty) < 3000 else pretty[:3000] + "\n...")
+        _render_analytics(console, analytics)
     console.rule(f"[bold green]done in {seconds:.0f} s")
+
+
+def _render_analytics(console: Console, analytics: dict[str, Any]) -> None:
+    """The report job's summary.json, as an analyst would first look at it."""
+    console.print(
+        f"[bold]Analytics[/] (the Glue jobs on local Spark, {analytics.get('sparkSeconds')} s): "
+        f"{analytics.get('received', 0):,} records received, {analytics.get('messages', 0):,} unique messages, "
+        f"{analytics.get('rejects', {}).get('total', 0)} rejected lines, "
+        f"duplicate rate {_percent(analytics.get('duplicates', {}).get('rate'))}, "
+        f"{analytics.get('incompleteSequences', 0)} incomplete sequence(s)"
+    )
+    volume = Table(title="Volume per message type")
+    volume.add_column("messageType")
+    volume.add_column("messages", justify="right")
+    for name, count in sorted(analytics.get("volume", {}).get("messageType", {}).items()):
+        volume.add_row(name, f"{count:,}")
+    errors = Table(title="Invalid and error rates")
+    for column in ("channel", "errorCode", "records", "rate"):
+        errors.add_column(column, justify="right" if column in ("records", "rate") else "left")
+    for channel, codes in sorted(analytics.get("errors", {}).items()):
+        for code, figures in sorted(codes.items()):
+            errors.add_row(channel, code, str(figures.get("records")), _percent(figures.get("rate")))
+    latency = analytics.get("latencySeconds", {})
+    console.print(volume, errors)
+    console.print(
+        "publish-to-archive latency: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in latency.items() if isinstance(v, (int, float)))
+    )
+
+
+def _percent(value: Any) -> str:
+    return f"{value:.2%}" if isinstance(value, (int, float)) else "-"
 
 
 _PAIRS = (

@@ -150,3 +150,18 @@ def test_the_local_entry_point_without_an_errors_archive(
     assert printed["messages"] == compacted.counts["messages"]
     assert plain(tmp_path / "out" / "error_rates") == []
     assert orjson.loads((tmp_path / "out" / schema.REPORT_SUMMARY).read_bytes()) == printed
+
+
+def test_missing_values_are_counted_under_a_string_key(spark: Any) -> None:
+    # an invalid message that was archived (and curated) with only a messageId
+    columns = [*schema.CURATED_COLUMNS, *schema.CURATED_PARTITIONS]
+    row = {name: None for name, _ in columns}
+    row.update(messageId="only-an-id", dt="2026-11-01", messageType=schema.UNKNOWN_TYPE)
+    ddl = ", ".join(f"{name} {kind}" for name, kind in columns)
+    messages = spark.createDataFrame([tuple(row[name] for name, _ in columns)], ddl)
+    rejects = spark.createDataFrame([], ", ".join(f"{n} {k}" for n, k in schema.REJECT_COLUMNS))
+    duplicates = spark.createDataFrame([], ", ".join(f"{n} {k}" for n, k in schema.DUPLICATE_COLUMNS))
+    document = audit_report.summary(messages, rejects, duplicates, None)
+    json.dumps(document, sort_keys=True)  # every key a string
+    assert document["volume"]["generator"] == {audit_report.NO_VALUE: 1}
+    assert document["volume"]["messageClass"] == {audit_report.NO_VALUE: 1}
