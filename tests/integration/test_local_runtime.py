@@ -249,3 +249,21 @@ def test_local_up_serves_until_interrupted(tmp_path: Path):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0, "".join(lines)
+
+
+@pytest.mark.slow
+def test_local_demo_runs_the_glue_jobs_on_the_archive(endpoint: Endpoint, tmp_path: Path):
+    from rdss.local import demo
+    from rdss.workload import Workload
+
+    messages = tmp_path / "messages"
+    messages.mkdir()
+    for index, message in enumerate(Workload(77).mix(12)):
+        (messages / f"{index:02d}.json").write_bytes(orjson.dumps(message))
+    (messages / "99-garbage.json").write_bytes(b"not json")
+    body = demo.run(messages_dir=messages, report=tmp_path / "r.json", analytics=True, endpoint=endpoint)
+    analytics = body["analytics"]
+    assert analytics["messages"] == 12
+    assert analytics["rejects"]["total"] == 1
+    assert analytics["errors"]["invalid"]["GENERR007"]["records"] == 1
+    assert sum(analytics["volume"]["messageType"].values()) == 12
