@@ -79,16 +79,6 @@ def _compact(payload: bytes) -> bytes:
         return payload
 
 
-def partition_key(payload: bytes, index: int) -> str:
-    """The messageId, as producers key their records (so copies of a message share a shard and
-    arrive in order); a position for payloads without one."""
-    try:
-        message_id = orjson.loads(payload)["messageHeader"]["messageId"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        message_id = None
-    return message_id if isinstance(message_id, str) and message_id else f"record-{index:08d}"
-
-
 def file_inputs(directory: Path) -> list[tuple[str, list[bytes]]]:
     """One record per file, bytes unchanged, in file-name order."""
     files = sorted(p for p in directory.iterdir() if p.is_file())
@@ -120,8 +110,7 @@ def run(
         items = file_inputs(messages_dir) if messages_dir else builtin_inputs()
         source = f"{messages_dir}" if messages_dir else "the built-in workload"
         payloads = [p for _, records in items for p in records]
-        keys = [partition_key(p, i) for i, p in enumerate(payloads)]
-        published = runtime.publish(payloads, partition_keys=keys)
+        published = runtime.publish(payloads)
         console.print(f"published {len(items)} input(s), {len(payloads)} record(s) from {source}")
         inputs, cursor = [], 0
         for name, records in items:

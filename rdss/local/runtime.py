@@ -69,6 +69,19 @@ class Published:
         return f"{self.shard_id}/{self.sequence_number}"
 
 
+def partition_key(payload: bytes, index: int) -> str:
+    """The key a producer puts a record under: the sequence id for a part of a sequence (all
+    parts on one shard, in order), the messageId for a whole message (copies of a message on
+    one shard, in order), a position for anything else."""
+    try:
+        header = orjson.loads(payload)["messageHeader"]
+        sequence = header.get("messageSequence") or {}
+        key = sequence.get("sequence") if sequence.get("total", 1) != 1 else header.get("messageId")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        key = None
+    return key if isinstance(key, str) and key else f"record-{index:08d}"
+
+
 @dataclass
 class _Pumps:
     mappings: dict[str, EventSourceMapping] = field(default_factory=dict)
@@ -157,8 +170,10 @@ class Runtime:
 
     # -- publishing ----------------------------------------------------------------------------
     def publish(self, payloads: list[bytes], *, partition_keys: list[str] | None = None) -> list[Published]:
-        """Put records on ``input`` as a producer would; returns where each landed."""
-        keys = partition_keys or [f"{i:08x}-{time.monotonic_ns()}" for i in range(len(payloads))]
+        """Put records on ``input`` as a producer would; returns where each landed.
+
+        Default partition keys follow producers' conventions (:func:`partition_key`)."""
+        keys = partition_keys or [partition_key(payload, index) for index, payload in enumerate(payloads)]
         records = [
             Record(self.deployment.stream("input"), payload, key, token=index)
             for index, (payload, key) in enumerate(zip(payloads, keys, strict=True))
