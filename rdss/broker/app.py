@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rdss import decoration, timestamps
+from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
 from rdss.delivery import MAX_RECORD_BYTES
@@ -84,7 +85,7 @@ class Broker:
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await acknowledge_lifespan(receive, send)
         elif scope["type"] == "message":
             await self.handle_batch(scope, receive, send)
 
@@ -285,13 +286,3 @@ def _claim_attributes(verdict: Verdict) -> dict[str, Any]:
         "returnAddress": header.get("returnAddress"),
         "correlationId": header.get("correlationId"),
     }
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        event = await receive()
-        if event["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from rdss import decoration, timestamps
+from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
 from rdss.ldr import LocalDataRepository
@@ -76,13 +77,7 @@ class Sequencer:
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                event = await receive()
-                if event["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif event["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await acknowledge_lifespan(receive, send)
         elif scope["type"] == "message":
             await self.handle_batch(scope, receive, send)
 
