@@ -24,7 +24,26 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py rdss/_fa
 	$(BIN)/python -c "import rdss.fastpath as f; assert f.available(), 'the C fast path did not build'"
 	touch $@
 
-setup: $(STAMP)
+# The compaction job's Java half (glue_jobs/java/): compiled against the jars of the pinned
+# pyspark, for Java 11 and later (Glue 5 runs 17). javac comes from Debian when missing.
+GLUE_LIB := glue_jobs/lib
+GLUE_JAR := $(GLUE_LIB)/rdss-glue.jar
+GLUE_JAVA := $(wildcard glue_jobs/java/rdss/glue/*.java)
+# A class-data-sharing archive recorded from one small local Spark run: later runs map the
+# classes instead of loading them (seconds of every local job's start-up on this machine).
+SPARK_CDS := $(GLUE_LIB)/spark-classes.jsa
+
+$(GLUE_JAR): $(GLUE_JAVA) $(STAMP)
+	command -v javac >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless)
+	rm -rf build/glue-classes && mkdir -p build/glue-classes $(GLUE_LIB)
+	javac -Xlint:all,-path -Werror --release 11 -d build/glue-classes \
+	  -cp "$$($(BIN)/python -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')/*" $(GLUE_JAVA)
+	jar --create --file $@ -C build/glue-classes .
+
+$(SPARK_CDS): $(GLUE_JAR) glue_jobs/audit_compaction.py
+	$(BIN)/python -m rdss.sparkcds $@
+
+setup: $(STAMP) $(GLUE_JAR) $(SPARK_CDS)
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -64,4 +83,4 @@ typecheck: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info rdss/*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build $(GLUE_LIB) *.egg-info rdss/*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -31,6 +31,7 @@ import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -40,54 +41,44 @@ from pyspark.storagelevel import StorageLevel
 try:
     from glue_jobs import schema
 except ModuleNotFoundError:  # on Glue (--extra-py-files) and when run as glue_jobs/<job>.py
-    import schema  # type: ignore[no-redef]
+    import schema  # type: ignore[no-redef,import-not-found]
 
 #: The lines the transforms take: the raw line, the object it is in, and a number that
 #: increases down each object (:func:`with_line_numbers`).
 LINE_COLUMNS = ("line", "source", "lineNumber")
 #: The objects the lines come from: when each was archived, and its place in archive order.
-OBJECT_COLUMNS = ("source", "archivedAt", "objectRank")
+OBJECT_COLUMNS = ("source", "archivedAt", "archivedDay", "objectRank")
 
-#: The header members the curated table needs; nothing else of a message is parsed.
-HEADER_SCHEMA = T.StructType(
+#: Where the job's Java half is built (``make setup``): the line parser Spark calls. On Glue
+#: the same jar is passed with ``--extra-jars``.
+LIB = Path(__file__).resolve().parent / "lib"
+JAR = LIB / "rdss-glue.jar"
+#: A class-data-sharing archive of the classes a run loads (``make setup`` records it): the
+#: JVM maps them instead of loading and verifying them one by one. Used when present.
+CDS_ARCHIVE = LIB / "spark-classes.jsa"
+#: The SQL function that parses a line (glue_jobs/java/rdss/glue/AuditHeader.java).
+HEADER_FUNCTION = "rdss_audit_header"
+HEADER_CLASS = "rdss.glue.AuditHeader"
+#: The struct it returns: the header members the curated table needs, the two timestamps
+#: already read to microseconds (UTC), the UTC day of publication, the body's size, and
+#: whether the line is one JSON value. messageId is null unless it is.
+HEADER_FIELDS = T.StructType(
     [
         T.StructField("messageId", T.StringType()),
         T.StructField("correlationId", T.StringType()),
         T.StructField("messageClass", T.StringType()),
         T.StructField("messageType", T.StringType()),
-        T.StructField(
-            "messageTimings",
-            T.StructType(
-                [
-                    T.StructField("publishedTimestamp", T.StringType()),
-                    T.StructField("expirationTimestamp", T.StringType()),
-                ]
-            ),
-        ),
-        T.StructField(
-            "messageSequence",
-            T.StructType(
-                [
-                    T.StructField("sequence", T.StringType()),
-                    T.StructField("position", T.IntegerType()),
-                    T.StructField("total", T.IntegerType()),
-                ]
-            ),
-        ),
-        T.StructField("version", T.StringType()),
+        T.StructField("sequence", T.StringType()),
+        T.StructField("position", T.IntegerType()),
+        T.StructField("total", T.IntegerType()),
+        T.StructField("publishedTimestamp", T.LongType()),
+        T.StructField("expirationTimestamp", T.LongType()),
+        T.StructField("publishedDay", T.StringType()),
         T.StructField("generator", T.StringType()),
+        T.StructField("version", T.StringType()),
         T.StructField("errorCode", T.StringType()),
-    ]
-)
-_CORRUPT = "_corrupt_record"
-#: The body is read as a string: Spark keeps a string body (a sequence part) as its text and
-#: gives any other JSON value back compactly serialised, which is what bodyBytes measures.
-#: The corrupt-record column is set when a line does not parse as a whole.
-RECORD_SCHEMA = T.StructType(
-    [
-        T.StructField("messageHeader", HEADER_SCHEMA),
-        T.StructField("messageBody", T.StringType()),
-        T.StructField(_CORRUPT, T.StringType()),
+        T.StructField("bodyBytes", T.LongType()),
+        T.StructField("json", T.BooleanType()),
     ]
 )
 
@@ -120,11 +111,18 @@ LOCAL_SETTINGS = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.files.openCostInBytes": str(1 << 20),
     "spark.sql.files.maxPartitionBytes": str(64 << 20),
-    # On 2 cores the JIT compilers compete with the tasks for the whole run: less inlining
-    # makes C2 compile far faster for little loss; the parallel collector keeps no
-    # concurrent threads busy. Measured together: about a fifth less CPU for the job.
+    # On 2 cores the JIT compilers compete with the tasks for the whole run (a cold run spends
+    # about as long compiling as a warm one takes): less inlining makes C2 compile far faster
+    # for little loss, and C2 only for code that runs 10x more often than HotSpot's default
+    # halves its compile time while the per-record code still gets it. The parallel
+    # collector keeps no concurrent threads busy.
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:FreqInlineSize=100 -XX:InlineSmallCode=1000"
-    " -XX:MaxInlineLevel=6",
+    " -XX:MaxInlineLevel=6 -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=10000"
+    " -XX:Tier4CompileThreshold=100000 -XX:Tier4BackEdgeThreshold=400000",
+    # Adaptive execution plans each stage after the one before: it would build the cache of
+    # parsed records in a job of its own and read it back for the duplicate count, where the
+    # static plan does both in one pass. (A run's plan is small and fixed; on Glue it stays on.)
+    "spark.sql.adaptive.enabled": "false",
     # write each task's rows straight into the dt/messageType folders, without sorting them
     # first (a dozen open Parquet files per task is nothing here; on Glue, sort and stream)
     "spark.sql.optimizer.plannedWrite.enabled": "false",
@@ -136,28 +134,6 @@ LOCAL_SETTINGS = {
 
 
 # -- transforms ------------------------------------------------------------------------------------
-
-
-def timestamp_of(text: Column) -> Column:
-    """An RFC 3339 string (date, time and zone) as a timestamp; null for anything else, never an error.
-
-    Spark's cast takes the RFC 3339 forms (any fraction, ``Z`` or an offset) but also a date
-    alone or a time without zone, which the spec forbids; the shape checks turn those away.
-    They look at a few bytes only: a regular expression, or counting characters, per
-    timestamp costs more than the rest of the parse. A ``Z`` time is read as a local time in
-    the session's zone, UTC, because parsing a zone id costs more still.
-    """
-    shaped = (F.octet_length(text) >= 20) & F.substring(text, 11, 1).isin("T", "t") & (F.substring(text, 17, 1) == ":")
-    lower_case = (F.substring(text, 11, 1) == "t") | F.endswith(text, F.lit("z"))
-    canonical = F.when(lower_case, F.upper(text)).otherwise(text)
-    zulu = F.endswith(canonical, F.lit("Z"))
-    offset = F.substring(canonical, -6, 1).isin("+", "-")
-    return F.when(
-        shaped,
-        F.when(zulu, F.try_to_timestamp(F.substring_index(canonical, "Z", 1))).when(
-            offset, F.try_to_timestamp(canonical)
-        ),
-    )
 
 
 def archive_time(source: str) -> datetime | None:
@@ -188,7 +164,14 @@ def objects(spark: SparkSession, sources: Sequence[str]) -> DataFrame:
     timed = [(source, archive_time(source)) for source in sorted(set(sources))]
     timed.sort(key=lambda item: (item[1] is None, item[1] or _EPOCH, item[0]))
     text = _ROW.join(
-        f"{source}{_CELL}{'' if moment is None else _micros(moment)}{_CELL}{rank}"
+        _CELL.join(
+            (
+                source,
+                "" if moment is None else str(_micros(moment)),
+                "" if moment is None else f"{moment:%Y-%m-%d}",
+                str(rank),
+            )
+        )
         for rank, (source, moment) in enumerate(timed, start=1)
     )
     cells = F.split(F.col("object"), _CELL)
@@ -196,7 +179,8 @@ def objects(spark: SparkSession, sources: Sequence[str]) -> DataFrame:
     return rows.where(F.col("object") != "").select(
         cells[0].alias("source"),
         F.timestamp_micros(cells[1].cast("long")).alias("archivedAt"),
-        cells[2].cast("int").alias("objectRank"),
+        F.when(cells[2] != "", cells[2]).alias("archivedDay"),
+        cells[3].cast("int").alias("objectRank"),
     )
 
 
@@ -210,42 +194,51 @@ def normalised_type(message_type: Column) -> Column:
     return F.when(message_type.isin(*schema.MESSAGE_TYPES), message_type).otherwise(F.lit(schema.UNKNOWN_TYPE))
 
 
-def parse(lines: DataFrame) -> DataFrame:
-    """Each line's header fields, parsed with an explicit schema (no inference).
+def register(spark: SparkSession) -> None:
+    """Make :data:`HEADER_FUNCTION` callable in ``spark``: the jar must be on its classpath."""
+    try:
+        spark.udf.registerJavaFunction(HEADER_FUNCTION, HEADER_CLASS, HEADER_FIELDS)
+    except Exception as error:
+        if HEADER_CLASS not in str(error) and "ClassNotFound" not in str(error):
+            raise
+        raise RuntimeError(
+            f"{HEADER_CLASS} is not on Spark's classpath: build {JAR} (make setup) and start Spark with it "
+            "(local_session does), or on AWS Glue pass it with --extra-jars"
+        ) from error
 
-    ``lines`` has :data:`LINE_COLUMNS`. The result has the curated columns but archivedAt, the
-    messageType partition value, ``source`` and ``lineNumber``, and for a line with no
-    messageId (a reject) the raw line. A field of the wrong type becomes null, never an error;
-    a line that does not parse as a whole has no messageId, even where Spark's reader
-    recovered one from its first part.
+
+def parse(lines: DataFrame) -> DataFrame:
+    """Each line's header fields, read by :data:`HEADER_FUNCTION` (an explicit schema, no inference).
+
+    ``lines`` has :data:`LINE_COLUMNS`. The result has the curated columns but archivedAt and
+    dt, the messageType partition value, the UTC day of publication, ``source`` and
+    ``lineNumber``, and for a line with no messageId (a reject) the raw line and whether it is
+    JSON at all. A field of the wrong type becomes null, never an error.
     """
-    record = F.from_json(F.col("line"), RECORD_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
-    parsed = lines.select("line", "source", "lineNumber", record.alias("record"))
-    header = F.col("record.messageHeader")
-    message_id = header.getField("messageId")
-    # get_json_object runs only on the rare line from_json could not read whole; computed in
-    # its own projection, where the optimiser cannot hoist it out of that condition
-    whole = F.col(f"record.{_CORRUPT}").isNull() | F.get_json_object(F.col("line"), "$").isNotNull()
-    checked = parsed.withColumn("hasId", message_id.isNotNull() & (message_id != "") & whole)
-    timings = header.getField("messageTimings")
-    sequence = header.getField("messageSequence")
-    return checked.select(
-        F.when(F.col("hasId"), message_id).alias("messageId"),
-        header.getField("messageClass").alias("messageClass"),
-        header.getField("correlationId").alias("correlationId"),
-        sequence.getField("sequence").alias("sequence"),
-        sequence.getField("position").alias("position"),
-        sequence.getField("total").alias("total"),
-        timestamp_of(timings.getField("publishedTimestamp")).alias("publishedTimestamp"),
-        timestamp_of(timings.getField("expirationTimestamp")).alias("expirationTimestamp"),
-        header.getField("generator").alias("generator"),
-        header.getField("version").alias("version"),
-        header.getField("errorCode").alias("errorCode"),
-        F.octet_length(F.col("record.messageBody")).cast("bigint").alias("bodyBytes"),
-        normalised_type(header.getField("messageType")).alias("messageType"),
+    header = F.call_udf(HEADER_FUNCTION, F.col("line").cast("binary"))
+    parsed = lines.select("line", "source", "lineNumber", header.alias("header"))
+    field = F.col("header").getField
+    message_id = field("messageId")
+    rejected = message_id.isNull() | (message_id == "")
+    return parsed.select(
+        F.when(~rejected, message_id).alias("messageId"),
+        field("messageClass").alias("messageClass"),
+        field("correlationId").alias("correlationId"),
+        field("sequence").alias("sequence"),
+        field("position").alias("position"),
+        field("total").alias("total"),
+        F.timestamp_micros(field("publishedTimestamp")).alias("publishedTimestamp"),
+        F.timestamp_micros(field("expirationTimestamp")).alias("expirationTimestamp"),
+        field("generator").alias("generator"),
+        field("version").alias("version"),
+        field("errorCode").alias("errorCode"),
+        field("bodyBytes").alias("bodyBytes"),
+        normalised_type(field("messageType")).alias("messageType"),
+        field("publishedDay").alias("publishedDay"),
         F.col("source"),
         F.col("lineNumber"),
-        F.when(~F.col("hasId"), F.col("line")).alias("rejectedLine"),
+        F.when(rejected, F.col("line")).alias("rejectedLine"),
+        F.when(rejected, field("json")).alias("rejectedJson"),
     )
 
 
@@ -254,16 +247,18 @@ def locate(parsed: DataFrame, archive_objects: DataFrame) -> DataFrame:
     per record that orders records as first seen (archivedAt, object key, line).
 
     Joined after parsing, when the rows no longer carry the line, so the join moves little.
+    dt is the UTC day of publication, else of archiving, else (no date anywhere) today.
     """
     # joined on a 64-bit hash of the key: a long key looks up far faster than a string one
-    keyed = archive_objects.select(F.xxhash64("source").alias("_object"), "archivedAt", "objectRank")
+    keyed = archive_objects.select(F.xxhash64("source").alias("_object"), "archivedAt", "archivedDay", "objectRank")
     located = parsed.withColumn("_object", F.xxhash64("source")).join(F.broadcast(keyed), "_object")
-    day = F.date_format(F.coalesce(F.col("publishedTimestamp"), F.col("archivedAt")), "yyyy-MM-dd")
     line = F.col("lineNumber").bitwiseAND(F.lit((1 << _LINE_BITS) - 1))
     order_key = F.col("objectRank").cast("long") * F.lit(1 << _LINE_BITS) + line
+    today = F.date_format(F.current_date(), "yyyy-MM-dd")
+    internal = ("source", "lineNumber", "messageType", "publishedDay")
     return located.select(
-        *(F.col(name) for name in parsed.columns if name not in ("source", "lineNumber", "messageType")),
-        F.coalesce(day, F.date_format(F.current_date(), "yyyy-MM-dd")).alias("dt"),
+        *(F.col(name) for name in parsed.columns if name not in internal),
+        F.coalesce(F.col("publishedDay"), F.col("archivedDay"), today).alias("dt"),
         F.col("messageType"),
         F.col("archivedAt"),
         order_key.alias("orderKey"),
@@ -310,10 +305,9 @@ def rejects(records: DataFrame) -> DataFrame:
     text = F.col("rejectedLine")
     raw = text.cast("binary")
     valid_utf8 = F.encode(F.decode(raw, "UTF-8"), "UTF-8") == raw
-    is_json = F.get_json_object(text, "$").isNotNull()
     reason = (
         F.when(~valid_utf8, F.lit(schema.REJECT_NOT_UTF8))
-        .when(~is_json, F.lit(schema.REJECT_NOT_JSON))
+        .when(~F.col("rejectedJson"), F.lit(schema.REJECT_NOT_JSON))
         .otherwise(F.lit(schema.REJECT_NO_MESSAGE_ID))
     )
     line = F.when(valid_utf8, text).otherwise(F.base64(raw))
@@ -363,9 +357,10 @@ def run(
     """
     for key, value in SESSION_SETTINGS.items():
         spark.conf.set(key, value)
+    register(spark)
     base = output.rstrip("/")
     mode = "append" if incremental else "overwrite"
-    records = locate(parse(lines), archive_objects).persist(StorageLevel.MEMORY_AND_DISK)
+    records = kept_once(spark, locate(parse(lines), archive_objects))
     try:
         repeats = repeated(records).persist(StorageLevel.MEMORY_AND_DISK)
         repeats.count()  # materialised, so the planner knows how small it is and broadcasts it
@@ -391,12 +386,35 @@ def run(
         dups = dups.observe(dropped, F.coalesce(F.sum("discarded"), F.lit(0)).alias("n"))
         dups.coalesce(1).write.mode(mode).parquet(f"{base}/duplicates")
     finally:
+        release(records)
         spark.catalog.clearCache()
     counts = {
         name: int(seen.get["n"])
         for name, seen in (("messages", written), ("rejects", refused), ("duplicates", dropped))
     }
     return {"lines": sum(counts.values()), **counts}
+
+
+def kept_once(spark: SparkSession, records: DataFrame) -> DataFrame:
+    """``records`` computed once, by the first job that needs them, and read back by the rest.
+
+    On a cluster, cached (a lost executor's part is recomputed from the archive). In local
+    mode, checkpointed instead: the rows are kept as the first job made them, where a cache
+    would rebuild them into compressed columns with statistics and a read would turn them
+    back into rows, about a tenth of the job's time on two cores. Nothing is lost to lose.
+    """
+    if (spark.sparkContext.master or "").startswith("local"):
+        return records.localCheckpoint(eager=False)
+    return records.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def release(records: DataFrame) -> None:
+    """Free what :func:`kept_once` kept (a long-lived session runs many jobs)."""
+    plan = records._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+    else:
+        records.unpersist()
 
 
 def _curated_so_far(spark: SparkSession, base: str) -> DataFrame | None:
@@ -408,10 +426,26 @@ def _curated_so_far(spark: SparkSession, base: str) -> DataFrame | None:
         raise
 
 
-def local_session(app: str = "rdss-audit-compaction") -> SparkSession:
-    """A SparkSession on ``local[*]`` tuned for a small machine."""
+def local_session(app: str = "rdss-audit-compaction", *, record_classes: Path | None = None) -> SparkSession:
+    """A SparkSession on ``local[*]`` tuned for a small machine, with :data:`JAR` on its classpath
+    and :data:`CDS_ARCHIVE` when there is one.
+
+    ``record_classes``: instead, have the JVM write the classes it loaded there as it exits
+    (``python -m rdss.sparkcds`` records :data:`CDS_ARCHIVE` so).
+    """
+    if not JAR.is_file():
+        raise FileNotFoundError(f"{JAR} is missing: build it with `make setup` (javac, from glue_jobs/java/)")
+    settings = {**LOCAL_SETTINGS, **SESSION_SETTINGS, "spark.driver.extraClassPath": str(JAR)}
+    options = settings["spark.driver.extraJavaOptions"]
+    quiet = " -Xlog:cds=off -Xlog:cds+dynamic=off"  # classes it cannot archive are no news
+    if record_classes is not None:
+        options += f" -XX:ArchiveClassesAtExit={record_classes}{quiet}"
+    elif CDS_ARCHIVE.is_file():
+        # -Xshare:auto: an archive that no longer matches the JVM or the classpath is ignored
+        options += f" -XX:SharedArchiveFile={CDS_ARCHIVE} -Xshare:auto{quiet}"
+    settings["spark.driver.extraJavaOptions"] = options
     builder = SparkSession.builder.master("local[*]").appName(app)
-    for key, value in {**LOCAL_SETTINGS, **SESSION_SETTINGS}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -264,7 +264,10 @@ def write_archive(
 
 # -- the same work in one Python process -------------------------------------------------------------
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+# the rule of glue_jobs/java/rdss/glue/Rfc3339.java: ASCII digits only
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\Z"
+)
 _OBJECT_TIME = re.compile(r"-(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-[0-9A-Za-z-]+(?:\.[0-9A-Za-z]+)?$")
 _HOUR_PREFIX = re.compile(r"year=(\d{4})/month=(\d{2})/day=(\d{2})/hour=(\d{2})/")
 _INT32 = range(-(2**31), 2**31)
@@ -287,7 +290,7 @@ def _timestamp(value: Any) -> datetime | None:
         return None
     try:
         return timestamps.parse(value).astimezone(UTC) if value[17:19] != "60" else None
-    except ValueError:
+    except (ValueError, OverflowError):  # no such date, or outside years 1-9999 once in UTC
         return None
 
 
@@ -503,6 +506,8 @@ def run_job(archive_root: Path, output: Path, *, script: Path = COMPACTION_JOB) 
 def run(records: int, *, seed: int = 11, workdir: Path | None = None, keep: bool = False) -> Figures:
     """Generate archives of ``records`` and ``records // 4``, time the job on both and the
     single-process version on the larger; check every run counted what was generated."""
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="rdss-bench-glue-", dir=workdir))
     try:
         full = write_archive(base / "archive-n", records, seed=seed)

@@ -192,6 +192,105 @@ def test_every_line_without_a_messageid_is_kept_with_its_reason(spark: Any, tmp_
     assert counts["rejects"] == len(lines)
 
 
+# -- how a line is read (the job's Java parser) ---------------------------------------------------------
+
+ODD_TIMESTAMPS = {
+    "2026-11-05T16:53:45.600Z": datetime(2026, 11, 5, 16, 53, 45, 600000, tzinfo=UTC),
+    "2026-11-05t16:53:45z": utc(2026, 11, 5, 16, 53, 45),
+    "2026-11-05T16:53:45.1234567+05:30": datetime(2026, 11, 5, 11, 23, 45, 123456, tzinfo=UTC),
+    "2026-11-05T00:10:00-23:59": utc(2026, 11, 6, 0, 9, 0),
+    "2024-02-29T12:00:00Z": utc(2024, 2, 29, 12, 0, 0),
+    "9999-12-31T23:59:59.999999Z": datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    "2026-02-29T12:00:00Z": None,  # no such day
+    "2026-11-05T24:00:00Z": None,
+    "2016-12-31T23:59:60Z": None,  # a leap second has no timestamp of its own
+    "2026-11-05T16:53:45+24:00": None,
+    "2026-11-05T16:53:45": None,  # no zone
+    "2026-11-05": None,
+    "2026-11-05T16:53:45.Z": None,
+    "2026-11-05T16:53:45Z ": None,
+    "0001-01-01T00:30:00+01:00": None,  # before year 1 in UTC
+    "9999-12-31T23:30:00-01:00": None,  # after year 9999 in UTC
+    "\u0662026-11-05T16:53:45Z": None,  # not an ASCII digit
+}
+
+
+def test_timestamps_are_rfc3339_date_times_read_to_the_microsecond(spark: Any, tmp_path: Path) -> None:
+    workload = Workload(12)
+    lines = [
+        orjson.dumps(message(workload, f"t{number}", messageTimings={"publishedTimestamp": text}))
+        for number, text in enumerate(ODD_TIMESTAMPS)
+    ]
+    put(tmp_path / "in", utc(2026, 11, 6, 0, 0, 0), lines)
+
+    compact(spark, tmp_path / "in", tmp_path / "out")
+
+    rows = {row["messageId"]: row for row in read_rows(tmp_path / "out" / "messages")}
+    found = {text: rows[f"t{number}"]["publishedTimestamp"] for number, text in enumerate(ODD_TIMESTAMPS)}
+    assert found == ODD_TIMESTAMPS
+    days = {text: rows[f"t{number}"]["dt"] for number, text in enumerate(ODD_TIMESTAMPS)}
+    assert days["2026-11-05T00:10:00-23:59"] == "2026-11-06"  # the UTC day, not the producer's
+    assert days["2026-11-05T16:53:45"] == "2026-11-06"  # no timestamp: the day it was archived
+    assert days["9999-12-31T23:59:59.999999Z"] == "9999-12-31"
+    compact_in_process(tmp_path / "in", tmp_path / "single")
+    single = {row["messageId"]: row for row in read_rows(tmp_path / "single" / "messages")}
+    assert single == rows
+
+
+def test_members_are_read_as_sparks_json_reader_reads_them(spark: Any, tmp_path: Path) -> None:
+    workload = Workload(13)
+    base = message(workload, "base")
+    header = base["messageHeader"]
+    text = orjson.dumps(header).decode()
+    lines = [
+        # a messageId that is not a string is kept as its JSON text
+        b'{"messageHeader":{"messageId":123,"generator":{"name":"x","v":[1,2]}},"messageBody":[1,{"a":null}]}',
+        # of repeated members the last wins; a repeated object replaces the earlier one whole
+        b'{"messageHeader":{"messageId":"early","messageSequence":{"sequence":"s1","total":3}},'
+        b'"messageHeader":{"messageId":"dup","messageSequence":{"sequence":"s1","total":3},'
+        b'"messageSequence":{"position":2},"messageClass":"Event","messageClass":"Command"},'
+        b'"messageBody":{"a":1},"messageBody":"\\u00e9t\\u00e9"}',
+        # integers outside 32 bits, fractions and strings are not positions
+        b'{"messageHeader":{"messageId":"ints","messageSequence":{"position":2147483648,"total":2.0}},'
+        b'"messageBody":null}',
+        # invalid UTF-8 inside a value: read with U+FFFD, as Spark reads text
+        b'{"messageHeader":{"messageId":"bytes","generator":"g\xff\xfeh"},"messageBody":{"k":"\xc3\xa9"}}',
+        # whitespace and escapes: the body is measured compactly serialised
+        (
+            '{ "messageHeader" : ' + text.replace('"base"', '"spaced"') + ' , "messageBody" : { "k" : [ 1 , 2 ] } }'
+        ).encode(),
+        # two JSON values on one line, or trailing text: not one message
+        b'{"messageHeader":{"messageId":"twice"}} {"messageHeader":{"messageId":"again"}}',
+        b'{"messageHeader":{"messageId":"trailing"}} x',
+    ]
+    put(tmp_path / "in", utc(2026, 11, 6, 0, 0, 0), lines)
+
+    counts = compact(spark, tmp_path / "in", tmp_path / "out")
+
+    rows = {row["messageId"]: row for row in read_rows(tmp_path / "out" / "messages")}
+    assert set(rows) == {"123", "dup", "ints", "bytes", "spaced"}
+    assert rows["123"]["generator"] == '{"name":"x","v":[1,2]}'
+    assert rows["123"]["bodyBytes"] == len(b'[1,{"a":null}]')
+    assert (rows["dup"]["messageClass"], rows["dup"]["sequence"], rows["dup"]["position"]) == ("Command", None, 2)
+    assert rows["dup"]["bodyBytes"] == len("\u00e9t\u00e9".encode())
+    assert (rows["ints"]["position"], rows["ints"]["total"], rows["ints"]["bodyBytes"]) == (None, None, None)
+    assert rows["bytes"]["generator"] == "g\ufffd\ufffdh"
+    assert rows["bytes"]["bodyBytes"] == len('{"k":"\u00e9"}'.encode())
+    assert rows["spaced"]["bodyBytes"] == len(b'{"k":[1,2]}')
+    assert rows["spaced"]["generator"] == header["generator"]
+    reasons = {row["line"]: row["reason"] for row in plain(tmp_path / "out" / "rejects")}
+    assert reasons == {line.decode(): schema.REJECT_NOT_JSON for line in lines[-2:]}
+    assert counts == {"lines": len(lines), "messages": 5, "rejects": 2, "duplicates": 0}
+
+    # and the single-process comparison reads them the same way
+    assert compact_in_process(tmp_path / "in", tmp_path / "single") == counts
+
+    def key(row: dict[str, Any]) -> str:
+        return str(row["messageId"])
+
+    assert sorted(read_rows(tmp_path / "single" / "messages"), key=key) == sorted(rows.values(), key=key)
+
+
 # -- columns and partitions ----------------------------------------------------------------------------
 
 
