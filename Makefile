@@ -25,7 +25,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py rdss/_fa
 	touch $@
 
 # The compaction job's Java half (glue_jobs/java/): compiled against the jars of the pinned
-# pyspark, for Java 11 and later (Glue 5 runs 17). javac comes from Debian when missing.
+# pyspark, for Java 11 and later (Glue 5 runs 17); byte for byte the same on every build (a
+# fixed entry date), so the CDK asset only changes with the code. javac comes from Debian when
+# missing.
 GLUE_LIB := glue_jobs/lib
 GLUE_JAR := $(GLUE_LIB)/rdss-glue.jar
 GLUE_JAVA := $(wildcard glue_jobs/java/rdss/glue/*.java)
@@ -38,7 +40,7 @@ $(GLUE_JAR): $(GLUE_JAVA) $(STAMP)
 	rm -rf build/glue-classes && mkdir -p build/glue-classes $(GLUE_LIB)
 	javac -Xlint:all,-path -Werror --release 11 -d build/glue-classes \
 	  -cp "$$($(BIN)/python -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')/*" $(GLUE_JAVA)
-	jar --create --file $@ -C build/glue-classes .
+	jar --create --date=2000-01-01T00:00:00Z --file $@ -C build/glue-classes .
 
 $(SPARK_CDS): $(GLUE_JAR) glue_jobs/audit_compaction.py
 	$(BIN)/python -m rdss.sparkcds $@

@@ -18,7 +18,7 @@ from stacks.archives import archive_bucket_of
 from stacks.catalog import Catalog, TableLocation
 from stacks.config import EnvironmentConfig
 from stacks.encryption import DataKey
-from stacks.jobs import GLUE_JOBS, Access, GlueJob, GlueSecurity, JobSpec
+from stacks.jobs import GLUE_JAR, GLUE_JOBS, Access, GlueJob, GlueSecurity, JobSpec
 from stacks.queries import AthenaWorkgroup
 from stacks.storage import SecureBucket, expiry_rules
 
@@ -133,6 +133,7 @@ class Analytics(Construct):
                 arguments={"--input": audit.url, "--output": curated.url},
                 reads=(audit,),
                 writes=(curated,),
+                jars=(GLUE_JAR,),
             ),
             JobSpec(
                 name="audit-report",

@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 GLUE_JOBS = REPO / "glue_jobs"
 #: The table definitions both scripts import (``--extra-py-files``).
 SCHEMA_MODULE = GLUE_JOBS / "schema.py"
+#: The compaction job's Java half (glue_jobs/java/, built by ``make setup``): ``--extra-jars``.
+GLUE_JAR = GLUE_JOBS / "lib" / "rdss-glue.jar"
 #: The current Glue release (Spark 3.5, Python 3.11).
 GLUE_VERSION = "5.1"
 
@@ -62,6 +64,8 @@ class JobSpec:
     arguments: Mapping[str, str]
     reads: Sequence[Access] = ()
     writes: Sequence[Access] = ()
+    #: Jars the script needs on Spark's classpath (``--extra-jars``).
+    jars: Sequence[Path] = ()
     extra: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -111,6 +115,9 @@ class GlueJob(Construct):
         super().__init__(scope, construct_id)
         if not spec.script.is_file():
             raise FileNotFoundError(f"Glue job {spec.name}: script {spec.script} does not exist")
+        for jar in spec.jars:
+            if not jar.is_file():
+                raise FileNotFoundError(f"Glue job {spec.name}: {jar} does not exist; build it with `make setup`")
         self.spec = spec
         self.role = iam.Role(
             self,
@@ -122,10 +129,11 @@ class GlueJob(Construct):
 
         script = assets.Asset(self, "Script", path=str(spec.script))
         schema_module = assets.Asset(self, "SchemaModule", path=str(SCHEMA_MODULE))
-        for asset in (script, schema_module):
+        jars = [assets.Asset(self, f"Jar{number}", path=str(jar)) for number, jar in enumerate(spec.jars)]
+        for asset in (script, schema_module, *jars):
             asset.grant_read(self.role)
             acks.add(
-                iam5("Action::s3:GetObject*"), "grant_read on the CDK asset bucket: the job's script and schema.py"
+                iam5("Action::s3:GetObject*"), "grant_read on the CDK asset bucket: the job's script, schema.py and jars"
             )
             acks.add(iam5("Action::s3:GetBucket*"), "grant_read on the CDK asset bucket: its location and attributes")
             acks.add(iam5("Action::s3:List*"), "grant_read on the CDK asset bucket: listing the asset keys")
@@ -192,6 +200,7 @@ class GlueJob(Construct):
             default_arguments={
                 **spec.arguments,
                 "--extra-py-files": schema_module.s3_object_url,
+                **({"--extra-jars": ",".join(jar.s3_object_url for jar in jars)} if jars else {}),
                 "--job-bookmark-option": "job-bookmark-enable",
                 "--job-language": "python",
                 "--TempDir": temp.url,

@@ -80,6 +80,9 @@ def test_glue_jobs_run_the_scripts_with_bookmarks_under_the_security_configurati
     errors = synthesized.logical_id(synthesized.stack.messaging.buckets["errors"])
     compaction = jobs[f"{prefix}-audit-compaction"]["DefaultArguments"]
     assert references(compaction["--input"]) == {audit}
+    # the compaction's line parser (glue_jobs/java/) goes with it; the report needs no jar
+    assert "--extra-jars" in compaction
+    assert "--extra-jars" not in jobs[f"{prefix}-audit-report"]["DefaultArguments"]
     report = jobs[f"{prefix}-audit-report"]["DefaultArguments"]
     assert references(report["--errors"]) == {errors}
 
