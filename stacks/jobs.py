@@ -133,7 +133,7 @@ class GlueJob(Construct):
         for asset in (script, schema_module, *jars):
             asset.grant_read(self.role)
             acks.add(
-                iam5("Action::s3:GetObject*"), "grant_read on the CDK asset bucket: the job's script, schema.py and jars"
+                iam5("Action::s3:GetObject*"), "grant_read on the CDK asset bucket: the script, schema.py and jars"
             )
             acks.add(iam5("Action::s3:GetBucket*"), "grant_read on the CDK asset bucket: its location and attributes")
             acks.add(iam5("Action::s3:List*"), "grant_read on the CDK asset bucket: listing the asset keys")
