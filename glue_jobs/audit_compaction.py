@@ -29,7 +29,8 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -380,11 +381,15 @@ def run(
         writer = rows.coalesce(spark.sparkContext.defaultParallelism).write.mode(mode).partitionBy(*partitions)
         for column in UNIQUE_COLUMNS:  # a dictionary of values that never repeat is wasted work
             writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-        writer.parquet(f"{base}/messages")
         rejected = rejects(records).observe(refused, F.count(F.lit(1)).alias("n"))
-        rejected.coalesce(1).write.mode(mode).parquet(f"{base}/rejects")
         dups = dups.observe(dropped, F.coalesce(F.sum("discarded"), F.lit(0)).alias("n"))
-        dups.coalesce(1).write.mode(mode).parquet(f"{base}/duplicates")
+        # The three writes are independent: run together, one job is planned, and its files
+        # committed, while another's tasks use the cores.
+        concurrently(
+            lambda: writer.parquet(f"{base}/messages"),
+            lambda: rejected.coalesce(1).write.mode(mode).parquet(f"{base}/rejects"),
+            lambda: dups.coalesce(1).write.mode(mode).parquet(f"{base}/duplicates"),
+        )
     finally:
         release(records)
         spark.catalog.clearCache()
@@ -393,6 +398,13 @@ def run(
         for name, seen in (("messages", written), ("rejects", refused), ("duplicates", dropped))
     }
     return {"lines": sum(counts.values()), **counts}
+
+
+def concurrently(*jobs: Callable[[], None]) -> None:
+    """Run Spark actions from threads of this driver at once; wait for all, raise the first error."""
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="rdss-write") as pool:
+        for done in [pool.submit(job) for job in jobs]:
+            done.result()
 
 
 def kept_once(spark: SparkSession, records: DataFrame) -> DataFrame:
