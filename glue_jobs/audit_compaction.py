@@ -116,9 +116,10 @@ LOCAL_SETTINGS = {
     # about as long compiling as a warm one takes): less inlining makes C2 compile far faster
     # for little loss, and C2 only for code that runs 10x more often than HotSpot's default
     # halves its compile time while the per-record code still gets it. The parallel
-    # collector keeps no concurrent threads busy.
+    # collector keeps no concurrent threads busy; a heap sized from the start saves the
+    # collections and resizing of growing it.
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:FreqInlineSize=100 -XX:InlineSmallCode=1000"
-    " -XX:MaxInlineLevel=6 -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=10000"
+    " -XX:MaxInlineLevel=6 -Xms2g -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=10000"
     " -XX:Tier4CompileThreshold=100000 -XX:Tier4BackEdgeThreshold=400000",
     # Adaptive execution plans each stage after the one before: it would build the cache of
     # parsed records in a job of its own and read it back for the duplicate count, where the
