@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -83,9 +82,6 @@ HEADER_FIELDS = T.StructType(
     ]
 )
 
-# Firehose's object name ends <stream>-<version>-<yyyy-MM-dd-HH-mm-ss>-<random>.gz
-_OBJECT_TIME = re.compile(r"-(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-[0-9A-Za-z-]+(?:\.[0-9A-Za-z]+)?$")
-_HOUR_PREFIX = re.compile(r"year=(\d{4})/month=(\d{2})/day=(\d{2})/hour=(\d{2})/")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # separators of the object list handed to Spark: no object key holds either
 _ROW, _CELL = "\u0000", "\u0001"
@@ -120,34 +116,15 @@ LOCAL_SETTINGS = {
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:FreqInlineSize=100 -XX:InlineSmallCode=1000"
     " -XX:MaxInlineLevel=6 -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=10000"
     " -XX:Tier4CompileThreshold=100000 -XX:Tier4BackEdgeThreshold=400000",
-    # Adaptive execution plans each stage after the one before: it would build the cache of
-    # parsed records in a job of its own and read it back for the duplicate count, where the
-    # static plan does both in one pass. (A run's plan is small and fixed; on Glue it stays on.)
+    # Adaptive execution plans each stage after the one before: it would keep the parsed
+    # records (kept_once) in a job of their own and read them back for the duplicate count,
+    # where the static plan does both in one pass. (A run's plan is small and fixed; on Glue
+    # it stays on.)
     "spark.sql.adaptive.enabled": "false",
-    # the parsed records are cached once and read three times: compressing them costs more
-    # (gathering dictionary statistics on every column) than the memory it saves
-    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 
 # -- transforms ------------------------------------------------------------------------------------
-
-
-def archive_time(source: str) -> datetime | None:
-    """When an object was delivered: the time in Firehose's object name, else its hour prefix.
-
-    The hour prefix alone would make every publish-to-archive latency wrong by up to an hour;
-    Firehose names each object after its delivery time, to the second.
-    """
-    for pattern in (_OBJECT_TIME, _HOUR_PREFIX):
-        match = pattern.search(source)
-        if match is not None:
-            year, month, day, hour, minute, second = [int(g) for g in match.groups()] + [0] * (6 - len(match.groups()))
-            try:
-                return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-            except ValueError:
-                continue
-    return None
 
 
 def objects(spark: SparkSession, sources: Sequence[str]) -> DataFrame:
@@ -158,19 +135,14 @@ def objects(spark: SparkSession, sources: Sequence[str]) -> DataFrame:
     here, on the driver, and handed to Spark as one literal: a handful of objects should not
     cost a Spark stage, nor a Python worker.
     """
-    timed = [(source, archive_time(source)) for source in sorted(set(sources))]
+    timed = [(source, schema.archived_at(source)) for source in sorted(set(sources))]
     timed.sort(key=lambda item: (item[1] is None, item[1] or _EPOCH, item[0]))
-    text = _ROW.join(
-        _CELL.join(
-            (
-                source,
-                "" if moment is None else str(_micros(moment)),
-                "" if moment is None else f"{moment:%Y-%m-%d}",
-                str(rank),
-            )
-        )
-        for rank, (source, moment) in enumerate(timed, start=1)
-    )
+
+    def row(source: str, moment: datetime | None, rank: int) -> str:
+        when = ("", "") if moment is None else (str(_micros(moment)), f"{moment:%Y-%m-%d}")
+        return _CELL.join((source, *when, str(rank)))
+
+    text = _ROW.join(row(source, moment, rank) for rank, (source, moment) in enumerate(timed, start=1))
     cells = F.split(F.col("object"), _CELL)
     rows = spark.range(1).select(F.explode(F.split(F.lit(text), _ROW)).alias("object"))
     return rows.where(F.col("object") != "").select(

@@ -46,7 +46,6 @@ ERROR_RECORD_SCHEMA = T.StructType(
 )
 #: Which channel an errors-archive object belongs to, from its key.
 _CHANNEL = r"/(invalid|error)/year=\d{4}/"
-_HOUR_PREFIX = r"year=(\d{4})/month=(\d{2})/day=(\d{2})/hour=(\d{2})/"
 #: errorCode of an errors-archive record that names none (or does not parse).
 NO_CODE = "none"
 #: Latency percentiles reported, and how precisely percentile_approx estimates them.
@@ -227,7 +226,7 @@ def _day(moment: Column) -> Column:
 
 def _hour_of(source: Column) -> Column:
     def part(group: int) -> Column:
-        return F.regexp_extract(source, _HOUR_PREFIX, group).cast("int")
+        return F.regexp_extract(source, schema.HOUR_PREFIX, group).cast("int")
 
     return F.make_timestamp(part(1), part(2), part(3), part(4), F.lit(0), F.lit(0), timezone=F.lit("UTC"))
 

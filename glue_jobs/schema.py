@@ -6,6 +6,9 @@ to the jobs (``--extra-py-files``); neither has to import Spark to read it.
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 #: Message types a partition may name; anything else is filed under UNKNOWN_TYPE so that an
 #: arbitrary string from a bad message never becomes an S3 path or breaks partition projection.
 MESSAGE_TYPES = (
@@ -57,6 +60,30 @@ RAW_AUDIT_PARTITIONS: tuple[tuple[str, str], ...] = (
     ("day", "string"),
     ("hour", "string"),
 )
+
+#: Where an archive object's key says when Firehose delivered it: the object's name ends
+#: ``<stream>-<version>-<yyyy-MM-dd-HH-mm-ss>-<random>[.gz]``, to the second; failing that,
+#: the Hive-style hour prefix (``year=/month=/day=/hour=``). Python and Java regular expressions.
+OBJECT_TIME = r"-(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-[0-9A-Za-z-]+(?:\.[0-9A-Za-z]+)?$"
+HOUR_PREFIX = r"year=(\d{4})/month=(\d{2})/day=(\d{2})/hour=(\d{2})/"
+_KEY_TIMES = (re.compile(OBJECT_TIME), re.compile(HOUR_PREFIX))
+
+
+def archived_at(key: str) -> datetime | None:
+    """When the object ``key`` names was delivered (the archivedAt column): the time in its
+    name, else its hour prefix, else None. The hour prefix alone would make every
+    publish-to-archive latency wrong by up to an hour."""
+    for pattern in _KEY_TIMES:
+        match = pattern.search(key)
+        if match is not None:
+            # the hour prefix has no minutes and seconds
+            year, month, day, hour, minute, second = [*(int(group) for group in match.groups()), 0, 0][:6]
+            try:
+                return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+            except ValueError:
+                continue
+    return None
+
 
 #: The day, in reports, of an error record whose object key names no delivery time. (A curated
 #: row's dt is never unknown: it falls back from publishedTimestamp to the archive time, and

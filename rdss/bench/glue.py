@@ -268,21 +268,7 @@ def write_archive(
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\Z"
 )
-_OBJECT_TIME = re.compile(r"-(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-[0-9A-Za-z-]+(?:\.[0-9A-Za-z]+)?$")
-_HOUR_PREFIX = re.compile(r"year=(\d{4})/month=(\d{2})/day=(\d{2})/hour=(\d{2})/")
 _INT32 = range(-(2**31), 2**31)
-
-
-def _archived_at(source: str) -> datetime | None:
-    for pattern in (_OBJECT_TIME, _HOUR_PREFIX):
-        match = pattern.search(source)
-        if match:
-            year, month, day, hour, minute, second = [int(g) for g in match.groups()] + [0] * (6 - len(match.groups()))
-            try:
-                return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-            except ValueError:
-                continue
-    return None
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -329,7 +315,7 @@ def compact_in_process(source: Path, output: Path) -> dict[str, int]:
     )
     for path in files:
         uri = "file://" + os.path.abspath(path)
-        arrived = _archived_at(uri)
+        arrived = glue_schema.archived_at(uri)
         with open(path, "rb") as handle:
             data = gzip.decompress(handle.read())
         for number, line in enumerate(archive_lines(data)):

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -14,9 +15,9 @@ import org.apache.spark.sql.api.java.UDF1;
 /**
  * What the audit compaction needs of one archived line, in one pass of a streaming JSON parser.
  *
- * <p>Registered as a Spark SQL function over the line's bytes; returns a struct of the fields
- * named in {@link #FIELDS}, in that order (audit_compaction.HEADER_FIELDS declares the same
- * struct on the Python side). Spark's own {@code from_json} builds a character reader and a
+ * <p>Registered as a Spark SQL function over the line's bytes; returns the struct
+ * audit_compaction.HEADER_FIELDS declares, its fields in the order of the constants below.
+ * Spark's own {@code from_json} builds a character reader and a
  * generic converter for every row and re-serialises the body to measure it; this reads the
  * bytes once, keeps only the header members the curated table has, and counts the body's
  * compact serialisation without keeping it: on a two-core machine it takes the parse from
@@ -46,25 +47,7 @@ import org.apache.spark.sql.api.java.UDF1;
 public final class AuditHeader implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
-    /** The struct's fields, in order, with their Spark SQL types. */
-    public static final String[][] FIELDS = {
-        {"messageId", "string"},
-        {"correlationId", "string"},
-        {"messageClass", "string"},
-        {"messageType", "string"},
-        {"sequence", "string"},
-        {"position", "int"},
-        {"total", "int"},
-        {"publishedTimestamp", "bigint"},
-        {"expirationTimestamp", "bigint"},
-        {"publishedDay", "string"},
-        {"generator", "string"},
-        {"version", "string"},
-        {"errorCode", "string"},
-        {"bodyBytes", "bigint"},
-        {"json", "boolean"},
-    };
-
+    // The struct's fields, in order (audit_compaction.HEADER_FIELDS declares their types).
     private static final int MESSAGE_ID = 0;
     private static final int CORRELATION_ID = 1;
     private static final int MESSAGE_CLASS = 2;
@@ -80,19 +63,36 @@ public final class AuditHeader implements UDF1<byte[], Row> {
     private static final int ERROR_CODE = 12;
     private static final int BODY_BYTES = 13;
     private static final int JSON_VALUE = 14;
+    private static final int FIELD_COUNT = 15;
+
+    /** The members read, by the field each goes to; the two timestamps hold their text until the end. */
+    private static final Map<String, Integer> TIMINGS =
+            Map.of("publishedTimestamp", PUBLISHED, "expirationTimestamp", EXPIRATION);
+    private static final Map<String, Integer> SEQUENCE_MEMBERS =
+            Map.of("sequence", SEQUENCE, "position", POSITION, "total", TOTAL);
+    private static final Map<String, Integer> HEADER = Map.of(
+            "messageId", MESSAGE_ID,
+            "correlationId", CORRELATION_ID,
+            "messageClass", MESSAGE_CLASS,
+            "messageType", MESSAGE_TYPE,
+            "generator", GENERATOR,
+            "version", VERSION,
+            "errorCode", ERROR_CODE);
+    /** The header's members that are objects themselves. */
+    private static final Map<String, Map<String, Integer>> HEADER_OBJECTS =
+            Map.of("messageTimings", TIMINGS, "messageSequence", SEQUENCE_MEMBERS);
 
     private static final JsonFactory JSON = new JsonFactory();
 
     @Override
     public Row call(byte[] line) {
-        Object[] row = new Object[FIELDS.length];
+        Object[] row = new Object[FIELD_COUNT];
         if (line == null) {
             return RowFactory.create(row);
         }
-        String[] timings = new String[2];
         boolean whole;
         try (JsonParser parser = ascii(line) ? JSON.createParser(line) : JSON.createParser(utf8(line))) {
-            whole = record(parser, row, timings) && parser.nextToken() == null;
+            whole = record(parser, row) && parser.nextToken() == null;
         } catch (IOException | RuntimeException notJson) {
             whole = false;
         }
@@ -100,15 +100,15 @@ public final class AuditHeader implements UDF1<byte[], Row> {
             row[MESSAGE_ID] = null;
         }
         row[JSON_VALUE] = whole;
-        Long published = Rfc3339.micros(timings[0]);
+        Long published = Rfc3339.micros((String) row[PUBLISHED]);
         row[PUBLISHED] = published;
-        row[EXPIRATION] = Rfc3339.micros(timings[1]);
+        row[EXPIRATION] = Rfc3339.micros((String) row[EXPIRATION]);
         row[PUBLISHED_DAY] = published == null ? null : Rfc3339.day(published);
         return RowFactory.create(row);
     }
 
     /** Reads the top-level value; false if there was none. */
-    private static boolean record(JsonParser parser, Object[] row, String[] timings) throws IOException {
+    private static boolean record(JsonParser parser, Object[] row) throws IOException {
         JsonToken token = parser.nextToken();
         if (token == null) {
             return false;
@@ -121,15 +121,7 @@ public final class AuditHeader implements UDF1<byte[], Row> {
             String name = parser.getCurrentName();
             JsonToken value = parser.nextToken();
             if ("messageHeader".equals(name)) {
-                for (int i = MESSAGE_ID; i <= ERROR_CODE; i++) {
-                    row[i] = null;
-                }
-                timings[0] = timings[1] = null;
-                if (value == JsonToken.START_OBJECT) {
-                    header(parser, row, timings);
-                } else {
-                    parser.skipChildren();
-                }
+                members(parser, value, row, HEADER, HEADER_OBJECTS);
             } else if ("messageBody".equals(name)) {
                 row[BODY_BYTES] = bodyBytes(parser, value);
             } else {
@@ -139,73 +131,44 @@ public final class AuditHeader implements UDF1<byte[], Row> {
         return true;
     }
 
-    private static void header(JsonParser parser, Object[] row, String[] timings) throws IOException {
+    /**
+     * Reads an object's listed members into their fields, and its listed object members
+     * likewise; anything else is skipped. The fields are cleared first, so that a repeated
+     * member replaces the earlier one whole, and a value that is not an object leaves them null.
+     */
+    private static void members(
+            JsonParser parser,
+            JsonToken value,
+            Object[] row,
+            Map<String, Integer> fields,
+            Map<String, Map<String, Integer>> objects)
+            throws IOException {
+        clear(row, fields);
+        for (Map<String, Integer> inner : objects.values()) {
+            clear(row, inner);
+        }
+        if (value != JsonToken.START_OBJECT) {
+            parser.skipChildren();
+            return;
+        }
         while (parser.nextToken() == JsonToken.FIELD_NAME) {
             String name = parser.getCurrentName();
-            JsonToken value = parser.nextToken();
-            switch (name) {
-                case "messageId":
-                    row[MESSAGE_ID] = text(parser, value);
-                    break;
-                case "correlationId":
-                    row[CORRELATION_ID] = text(parser, value);
-                    break;
-                case "messageClass":
-                    row[MESSAGE_CLASS] = text(parser, value);
-                    break;
-                case "messageType":
-                    row[MESSAGE_TYPE] = text(parser, value);
-                    break;
-                case "version":
-                    row[VERSION] = text(parser, value);
-                    break;
-                case "generator":
-                    row[GENERATOR] = text(parser, value);
-                    break;
-                case "errorCode":
-                    row[ERROR_CODE] = text(parser, value);
-                    break;
-                case "messageTimings":
-                    timings[0] = timings[1] = null;
-                    if (value != JsonToken.START_OBJECT) {
-                        parser.skipChildren();
-                        break;
-                    }
-                    while (parser.nextToken() == JsonToken.FIELD_NAME) {
-                        String member = parser.getCurrentName();
-                        JsonToken inner = parser.nextToken();
-                        if ("publishedTimestamp".equals(member)) {
-                            timings[0] = text(parser, inner);
-                        } else if ("expirationTimestamp".equals(member)) {
-                            timings[1] = text(parser, inner);
-                        } else {
-                            parser.skipChildren();
-                        }
-                    }
-                    break;
-                case "messageSequence":
-                    row[SEQUENCE] = row[POSITION] = row[TOTAL] = null;
-                    if (value != JsonToken.START_OBJECT) {
-                        parser.skipChildren();
-                        break;
-                    }
-                    while (parser.nextToken() == JsonToken.FIELD_NAME) {
-                        String member = parser.getCurrentName();
-                        JsonToken inner = parser.nextToken();
-                        if ("sequence".equals(member)) {
-                            row[SEQUENCE] = text(parser, inner);
-                        } else if ("position".equals(member)) {
-                            row[POSITION] = int32(parser, inner);
-                        } else if ("total".equals(member)) {
-                            row[TOTAL] = int32(parser, inner);
-                        } else {
-                            parser.skipChildren();
-                        }
-                    }
-                    break;
-                default:
-                    parser.skipChildren();
+            JsonToken member = parser.nextToken();
+            Integer field = fields.get(name);
+            Map<String, Integer> inner = objects.get(name);
+            if (field != null) {
+                row[field] = field == POSITION || field == TOTAL ? int32(parser, member) : text(parser, member);
+            } else if (inner != null) {
+                members(parser, member, row, inner, Map.of());
+            } else {
+                parser.skipChildren();
             }
+        }
+    }
+
+    private static void clear(Object[] row, Map<String, Integer> fields) {
+        for (int field : fields.values()) {
+            row[field] = null;
         }
     }
 

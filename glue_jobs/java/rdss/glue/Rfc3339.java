@@ -1,5 +1,8 @@
 package rdss.glue;
 
+import java.time.DateTimeException;
+import java.time.LocalDate;
+
 /**
  * RFC 3339 date-times (``2026-11-05T16:53:45.600Z``, ``...+01:00``) to microseconds since the
  * epoch, by hand: a formatter or a regular expression per timestamp costs more than the rest of
@@ -72,35 +75,23 @@ public final class Rfc3339 {
         } else {
             return null;
         }
-        if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month)
-                || hour > 23 || minute > 59 || second > 59) {
+        if (year < 1 || hour > 23 || minute > 59 || second > 59) {
+            return null;  // java.time has a year 0; RFC 3339 and Python do not
+        }
+        long epochDay;
+        try {
+            epochDay = LocalDate.of(year, month, day).toEpochDay();
+        } catch (DateTimeException noSuchDate) {
             return null;
         }
-        long seconds = epochDay(year, month, day) * 86_400L + hour * 3_600L + minute * 60L + second
-                - offsetMinutes * 60L;
+        long seconds = epochDay * 86_400L + hour * 3_600L + minute * 60L + second - offsetMinutes * 60L;
         long micros = seconds * MICROS_PER_SECOND + fraction;
         return micros < MIN || micros >= END ? null : micros;
     }
 
-    /** The UTC date of an instant as {@code yyyy-MM-dd}. */
+    /** The UTC date of an instant as {@code yyyy-MM-dd} (years 1 to 9999, as {@link #micros} gives). */
     public static String day(long micros) {
-        long days = Math.floorDiv(micros, MICROS_PER_DAY);
-        // civil-from-days (proleptic Gregorian), as java.time.LocalDate.ofEpochDay computes it
-        java.time.LocalDate date = java.time.LocalDate.ofEpochDay(days);
-        char[] out = new char[10];
-        put(out, 0, date.getYear(), 4);
-        out[4] = '-';
-        put(out, 5, date.getMonthValue(), 2);
-        out[7] = '-';
-        put(out, 8, date.getDayOfMonth(), 2);
-        return new String(out);
-    }
-
-    private static void put(char[] out, int at, int value, int width) {
-        for (int i = at + width - 1; i >= at; i--) {
-            out[i] = (char) ('0' + value % 10);
-            value /= 10;
-        }
+        return LocalDate.ofEpochDay(Math.floorDiv(micros, MICROS_PER_DAY)).toString();
     }
 
     private static int digits(String text, int at, int count) {
@@ -117,24 +108,5 @@ public final class Rfc3339 {
 
     private static boolean isDigit(char c) {
         return c >= '0' && c <= '9';
-    }
-
-    private static int daysIn(int year, int month) {
-        switch (month) {
-            case 2:
-                return (year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)) ? 29 : 28;
-            case 4:
-            case 6:
-            case 9:
-            case 11:
-                return 30;
-            default:
-                return 31;
-        }
-    }
-
-    /** Days from 1970-01-01 to a proleptic Gregorian date. */
-    private static long epochDay(int year, int month, int day) {
-        return java.time.LocalDate.of(year, month, day).toEpochDay();
     }
 }
