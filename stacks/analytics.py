@@ -20,7 +20,7 @@ from stacks.config import EnvironmentConfig
 from stacks.encryption import DataKey
 from stacks.jobs import GLUE_JAR, GLUE_JOBS, Access, GlueJob, GlueSecurity, JobSpec
 from stacks.queries import AthenaWorkgroup
-from stacks.storage import SecureBucket, expiry_rules
+from stacks.storage import SecureBucket, expiry_rules, lifecycle_rules
 
 #: Key prefixes of the curated bucket.
 CURATED_PREFIX = "curated/"
@@ -74,7 +74,6 @@ class Analytics(Construct):
         key = self.data_key.key
         self.data_key.allow_cloudwatch_logs()
 
-        curated_lifecycle = config.lifecycle("curated")
         self.curated = SecureBucket(
             self,
             "CuratedBucket",
@@ -82,11 +81,7 @@ class Analytics(Construct):
             access_logs=access_logs,
             removal=removal,
             lifecycle_rules=[
-                *expiry_rules(
-                    expire_after_days=curated_lifecycle.expire_after_days,
-                    infrequent_access_after_days=curated_lifecycle.infrequent_access_after_days,
-                    glacier_after_days=curated_lifecycle.glacier_after_days,
-                ),
+                *lifecycle_rules(config.lifecycle("curated")),
                 *expiry_rules(
                     prefix=GLUE_TEMP_PREFIX,
                     expire_after_days=config.retention.scratch_days,

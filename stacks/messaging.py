@@ -20,7 +20,7 @@ from stacks.encryption import DataKey
 from stacks.monitoring import Monitoring
 from stacks.processors import ProcessorFunction
 from stacks.state import StateTables
-from stacks.storage import AccessLogBucket, SecureBucket, expiry_rules
+from stacks.storage import AccessLogBucket, SecureBucket, expiry_rules, lifecycle_rules
 
 
 class Messaging(Construct):
@@ -116,13 +116,8 @@ class Messaging(Construct):
         """The environment's lifecycle for a bucket (``retention.buckets``), else the topology's
         expiry; Firehose's delivery failures are scratch and go sooner (S3 applies the earliest
         expiry when rules overlap)."""
-        lifecycle = self.config.lifecycle(bucket, expire_after_days)
         return [
-            *expiry_rules(
-                expire_after_days=lifecycle.expire_after_days,
-                infrequent_access_after_days=lifecycle.infrequent_access_after_days,
-                glacier_after_days=lifecycle.glacier_after_days,
-            ),
+            *lifecycle_rules(self.config.lifecycle(bucket, expire_after_days)),
             *expiry_rules(
                 prefix="delivery-failures/",
                 expire_after_days=self.config.retention.scratch_days,
@@ -133,23 +128,28 @@ class Messaging(Construct):
     def _channel_alarms(self, topology: Topology) -> None:
         thresholds = self.config.alarms
         for channel in topology.channels_of("error"):
-            self.monitoring.alarm(
-                self.channels,
-                f"{channel.name.capitalize()}TrafficAlarm",
-                name=f"{channel.name}-channel-traffic",
-                metric=self._incoming(channel.name),
-                threshold=thresholds.error_channel_records,
-                description=f"Messages reached the {channel.name} channel (expired, oversized or undeliverable)",
+            self._traffic_alarm(
+                channel.name,
+                thresholds.error_channel_records,
+                f"Messages reached the {channel.name} channel (expired, oversized or undeliverable)",
             )
         for channel in topology.channels_of("invalid"):
-            self.monitoring.alarm(
-                self.channels,
-                f"{channel.name.capitalize()}TrafficAlarm",
-                name=f"{channel.name}-channel-traffic",
-                metric=self._incoming(channel.name),
-                threshold=thresholds.invalid_channel_records,
-                description=f"Producers are sending messages that fail validation (the {channel.name} channel)",
+            self._traffic_alarm(
+                channel.name,
+                thresholds.invalid_channel_records,
+                f"Producers are sending messages that fail validation (the {channel.name} channel)",
             )
+
+    def _traffic_alarm(self, channel: str, threshold: int, description: str) -> None:
+        """An alarm when ``threshold`` records reach ``channel`` in five minutes."""
+        self.monitoring.alarm(
+            self.channels,
+            f"{channel.capitalize()}TrafficAlarm",
+            name=f"{channel}-channel-traffic",
+            metric=self._incoming(channel),
+            threshold=threshold,
+            description=description,
+        )
 
     def _incoming(self, channel: str) -> cloudwatch.Metric:
         return self.channels.stream(channel).metric_incoming_records(

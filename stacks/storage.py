@@ -4,11 +4,14 @@ and with lifecycle rules so nothing is kept longer than its environment says."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+
+from stacks.config import BucketLifecycle
 
 
 def expiry_rules(
@@ -49,9 +52,37 @@ def expiry_rules(
     ]
 
 
-def _housekeeping() -> s3.LifecycleRule:
-    # Multipart uploads Firehose, Glue or a crashed processor never finished still cost money.
-    return s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(7))
+def lifecycle_rules(lifecycle: BucketLifecycle) -> list[s3.LifecycleRule]:
+    """:func:`expiry_rules` of a bucket's configured lifecycle (``retention.buckets``)."""
+    return expiry_rules(
+        expire_after_days=lifecycle.expire_after_days,
+        infrequent_access_after_days=lifecycle.infrequent_access_after_days,
+        glacier_after_days=lifecycle.glacier_after_days,
+    )
+
+
+def _bucket(
+    scope: Construct, *, removal: cdk.RemovalPolicy, lifecycle_rules: Sequence[s3.LifecycleRule], **properties: Any
+) -> s3.Bucket:
+    """What every bucket here shares: TLS only, never public, no ACLs, ``lifecycle_rules`` plus
+    housekeeping; the other ``properties`` (encryption, access logging, versioning) differ."""
+    return s3.Bucket(
+        scope,
+        "Bucket",
+        enforce_ssl=True,
+        minimum_tls_version=1.2,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        # Multipart uploads Firehose, Glue or a crashed processor never finished still cost money.
+        lifecycle_rules=[
+            *lifecycle_rules,
+            s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(7)),
+        ],
+        removal_policy=removal,
+        # dev: emptied on stack deletion, so the bucket really goes; prod: kept, data and all.
+        auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY,
+        **properties,
+    )
 
 
 class AccessLogBucket(Construct):
@@ -65,17 +96,11 @@ class AccessLogBucket(Construct):
         self, scope: Construct, construct_id: str, *, removal: cdk.RemovalPolicy, expire_after_days: int
     ) -> None:
         super().__init__(scope, construct_id)
-        self.bucket = s3.Bucket(
+        self.bucket = _bucket(
             self,
-            "Bucket",
+            removal=removal,
+            lifecycle_rules=expiry_rules(expire_after_days=expire_after_days),
             encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[*expiry_rules(expire_after_days=expire_after_days), _housekeeping()],
-            removal_policy=removal,
-            auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY,
         )
 
 
@@ -94,22 +119,15 @@ class SecureBucket(Construct):
         versioned: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.bucket = s3.Bucket(
+        self.bucket = _bucket(
             self,
-            "Bucket",
+            removal=removal,
+            lifecycle_rules=lifecycle_rules,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=key,
             # One data key per bucket and hour instead of a KMS call per object.
             bucket_key_enabled=True,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=access_logs,
             server_access_logs_prefix=f"{cdk.Names.unique_id(self)}/",
             versioned=versioned,
-            lifecycle_rules=[*lifecycle_rules, _housekeeping()],
-            removal_policy=removal,
-            # dev: emptied on stack deletion, so the bucket really goes; prod: kept, data and all.
-            auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY,
         )
