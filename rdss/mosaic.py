@@ -171,13 +171,7 @@ def encode(payload: bytes, *, auth_token: str | None = None, context: Mapping[st
     Raises:
         TranslationError: the payload is not JSON, or not an RDSS message (see :func:`to_mosaic`).
     """
-    try:
-        message = orjson.loads(payload)
-    except orjson.JSONDecodeError as error:
-        raise TranslationError(f"not JSON: {error}") from None
-    if not isinstance(message, dict):
-        raise TranslationError("not a JSON object")
-    return orjson.dumps(to_mosaic(message, auth_token=auth_token, context=context))
+    return orjson.dumps(to_mosaic(_load_object(payload), auth_token=auth_token, context=context))
 
 
 def decode(body: bytes) -> tuple[bytes, Carried]:
@@ -186,13 +180,23 @@ def decode(body: bytes) -> tuple[bytes, Carried]:
     Raises:
         TranslationError: not JSON, or not an envelope of an RDSS message.
     """
+    envelope = _load_object(body)
+    return orjson.dumps(to_rdss(envelope)), carried(envelope)
+
+
+def _load_object(data: bytes) -> dict[str, Any]:
+    """The JSON object serialised in ``data``.
+
+    Raises:
+        TranslationError: not JSON, or JSON but not an object.
+    """
     try:
-        envelope = orjson.loads(body)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as error:
         raise TranslationError(f"not JSON: {error}") from None
-    if not isinstance(envelope, dict):
+    if not isinstance(value, dict):
         raise TranslationError("not a JSON object")
-    return orjson.dumps(to_rdss(envelope)), carried(envelope)
+    return value
 
 
 def _merge(rest: Mapping[str, Any], mapped: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,9 @@ import pytest
 
 from tests.integration.conftest import endpoint, system  # noqa: F401 - fixtures for the Kinesis side
 from tests.support.rabbitmq import RabbitMQ, install
+
+#: The repository's root: where ``python -m rdss`` runs from.
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Short delay tiers and a low redelivery limit, so retries and dead letters show in a test.
 FAST = {"retry": "200ms:2,500ms:1", "redeliveries": "2"}
@@ -31,6 +36,18 @@ def amqp_url(node: RabbitMQ, state: Path, **options: str) -> str:
     """The URL of ``node`` with a namespace of its own, ``state`` as its SQLite file and the fast tiers."""
     query = {"namespace": f"t{uuid.uuid4().hex[:10]}", "state": str(state), **FAST, **options}
     return f"{node.url}?{urlencode(query)}"
+
+
+def run_rdss(*arguments: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m rdss ARGUMENTS`` run from :data:`ROOT` to its end, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "rdss", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import orjson
 import pytest
@@ -17,12 +16,11 @@ from rdss.bridge import Bridge, open_bridge
 from rdss.gateway import Gateway
 from rdss.messages import serialise
 from rdss.workload import Workload
+from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
 from tests.support.rabbitmq import TcpProxy
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -164,14 +162,7 @@ def test_a_bridge_between_memory_and_rabbitmq_preserves_bytes(url):
 
 
 def test_the_command_reports_an_unreachable_broker_in_one_line():
-    result = subprocess.run(
-        [sys.executable, "-m", "rdss", "bridge", "amqp://guest:guest@127.0.0.1:1/%2F", "memory://x"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_rdss("bridge", "amqp://guest:guest@127.0.0.1:1/%2F", "memory://x")
     assert result.returncode == 2
     assert result.stderr.startswith("rdss bridge: cannot connect to RabbitMQ at 127.0.0.1:1")
     assert "Traceback" not in result.stderr

@@ -28,13 +28,13 @@ from rdss.gateway import Gateway
 from rdss.messages import Message, serialise
 from rdss.retry import Backoff
 from rdss.validation import validate
+from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect
 from tests.support.oai_pmh_server import OaiPmhServer
 from tests.support.oai_pmh_server import Record as Item
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE = "https://repository.example.ac.uk/oai"
 PROFILE = Profile(
     organisation_name="University of Northshire",
@@ -282,25 +282,7 @@ def test_the_command_publishes_through_rabbitmq_and_resumes(repository, url, tmp
 def test_the_command_reports_a_bad_state_file_in_one_line(repository, tmp_path):
     state = tmp_path / "state.json"
     HarvestState("https://elsewhere.example/oai").save(state)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rdss",
-            "adaptor",
-            "oai-pmh",
-            repository.url,
-            "--url",
-            "memory://x",
-            "--state",
-            str(state),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_rdss("adaptor", "oai-pmh", repository.url, "--url", "memory://x", "--state", str(state))
     assert result.returncode == 2
     assert "another endpoint" in result.stderr
     assert "Traceback" not in result.stderr
@@ -308,14 +290,7 @@ def test_the_command_reports_a_bad_state_file_in_one_line(repository, tmp_path):
 
 def test_the_command_exits_1_when_the_repository_cannot_be_harvested(tmp_path):
     command = ["adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--url", "memory://x", "--once", "--retries", "1"]
-    result = subprocess.run(
-        [sys.executable, "-m", "rdss", *command, "--state", str(tmp_path / "state.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_rdss(*command, "--state", str(tmp_path / "state.json"), timeout=120)
     assert result.returncode == 1
     assert "unreachable" in result.stderr.splitlines()[-1]
     assert "Traceback" not in result.stderr
