@@ -23,8 +23,14 @@ from urllib.parse import urlsplit
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError
-from rdss.gateway.url import DEFAULT_URL
+from rdss.cli.common import (
+    INVALID,
+    USAGE,
+    CommandError,
+    _positive_float,
+    add_gateway_options,
+    configure_service_logging,
+)
 
 _APPLICATION = "oai-pmh-adaptor"
 
@@ -44,8 +50,7 @@ def register(commands: Any) -> None:
     )
     oai.add_argument("endpoint", metavar="URL", help="the repository's OAI-PMH base URL")
     oai.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
-    oai.add_argument("--url", help=f"gateway URL (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
-    oai.add_argument("--application", default=_APPLICATION, help=f"application name (default: {_APPLICATION})")
+    add_gateway_options(oai, _APPLICATION)
     oai.add_argument(
         "--state", type=Path, metavar="FILE", help="harvest position file (default: under ~/.local/state/rdss)"
     )
@@ -72,8 +77,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     from rdss.adaptors.oai_pmh import NETWORK_BACKOFF, HarvestError, OaiPmhAdaptor, OaiPmhClient, Profile
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
 
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.CRITICAL)  # its failures are reported as ours
+    configure_service_logging()
     if urlsplit(args.endpoint).scheme not in ("http", "https"):
         raise CommandError(f"{args.endpoint!r} is not an http(s) URL")
     if args.metadata_prefix != "oai_dc":
@@ -83,9 +87,8 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     except (OSError, ValueError, TypeError) as error:
         raise CommandError(f"--profile: {error}") from error
     state = args.state or _default_state(args.endpoint, args.set_spec)
-    gateway_url = args.url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL
     try:
-        gateway = Gateway(gateway_url, application=args.application)
+        gateway = Gateway(args.url, application=args.application)
     except (URLError, TransportError) as error:
         raise CommandError(str(error), USAGE) from error
     stop = threading.Event()
@@ -138,10 +141,3 @@ def _default_state(endpoint: str, set_spec: str | None) -> Path:
     host = urlsplit(endpoint).hostname or "repository"
     digest = hashlib.sha256(f"{endpoint}|{set_spec}".encode()).hexdigest()[:8]
     return home / "rdss" / f"oai-pmh-{host}-{digest}.json"
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value

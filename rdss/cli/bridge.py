@@ -7,7 +7,6 @@ messaging system unreachable at start. Once running, a side that drops is retrie
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
@@ -16,7 +15,7 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import USAGE, CommandError
+from rdss.cli.common import USAGE, CommandError, _positive_float, _positive_int, configure_service_logging
 
 
 def register(commands: Any) -> None:
@@ -62,8 +61,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     from rdss.bridge import DEFAULT_CHANNELS, open_bridge
     from rdss.gateway import GatewayError, TransportError, URLError
 
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.CRITICAL)  # its failures are reported as ours
+    configure_service_logging()
     channels = args.channels or list(DEFAULT_CHANNELS)
     try:
         bridge = open_bridge(
@@ -92,17 +90,3 @@ def run_bridge(args: argparse.Namespace) -> int:
             f"moved to invalid/error {stats.rejected}, failures retried {stats.failures}"
         )
     return 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value

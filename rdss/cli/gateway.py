@@ -8,7 +8,6 @@ out; 2 usage, I/O or the messaging system unreachable.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -18,10 +17,18 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError, describe_os_error, read_input
+from rdss.cli.common import (
+    INVALID,
+    USAGE,
+    CommandError,
+    _positive_float,
+    _positive_int,
+    add_gateway_options,
+    describe_os_error,
+    read_input,
+)
 from rdss.gateway import Gateway, GatewayError, MessageRefused, RequestTimeout, SendFailed, TransportError, URLError
 from rdss.gateway.backend import StartPosition
-from rdss.gateway.url import DEFAULT_URL
 
 _APPLICATION = "rdss-cli"
 
@@ -35,7 +42,7 @@ def register(commands: Any) -> None:
     )
     send.add_argument("files", nargs="+", metavar="FILE")
     send.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
-    _common(send)
+    add_gateway_options(send, _APPLICATION)
     send.set_defaults(run=run_send)
 
     tail = commands.add_parser(
@@ -49,7 +56,7 @@ def register(commands: Any) -> None:
     tail.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
     tail.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a record")
     tail.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
-    _common(tail)
+    add_gateway_options(tail, _APPLICATION)
     tail.set_defaults(run=run_tail)
 
     ask = commands.add_parser(
@@ -62,13 +69,8 @@ def register(commands: Any) -> None:
     ask.add_argument("--timeout", type=_positive_float, required=True, metavar="S")
     ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
     ask.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
-    _common(ask)
+    add_gateway_options(ask, _APPLICATION)
     ask.set_defaults(run=run_request)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help=f"gateway URL (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
-    parser.add_argument("--application", default=_APPLICATION, help=f"application name (default: {_APPLICATION})")
 
 
 def run_send(args: argparse.Namespace) -> int:
@@ -129,9 +131,8 @@ def run_request(args: argparse.Namespace) -> int:
 @contextmanager
 def _gateway(args: argparse.Namespace, **options: Any) -> Iterator[Gateway]:
     """A gateway for the command, with the messaging system's failures as one-line errors."""
-    url = args.url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL
     try:
-        with Gateway(url, application=args.application, **options) as gateway:
+        with Gateway(args.url, application=args.application, **options) as gateway:
             yield gateway
     except (URLError, TransportError) as error:
         raise CommandError(str(error), USAGE) from error
@@ -157,17 +158,3 @@ def _line(payload: bytes) -> bytes:
         return orjson.dumps(orjson.loads(payload))
     except orjson.JSONDecodeError:
         return payload.replace(b"\n", b" ")
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value

@@ -38,7 +38,6 @@ def register(commands: Any) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     worst = 0
     for name in args.files:
-        line: dict[str, Any]
         try:
             payload = read_input(name)
         except OSError as error:
