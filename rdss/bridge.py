@@ -32,13 +32,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdss import decoration
+from rdss.errors import ErrorCode
 from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
 from rdss.gateway.repository import SENT
 from rdss.retry import Backoff
-from rdss.validation import validate
+from rdss.validation import Verdict, validate
 
 _log = logging.getLogger(__name__)
 
@@ -196,13 +196,7 @@ class Bridge:
         for delivery in deliveries:
             verdict = validate(delivery.payload, size_limit=None)
             if not verdict.valid or verdict.header is None:
-                assert verdict.error_code is not None
-                description = verdict.error_description or verdict.error_code.description
-                decorated = decoration.decorate(delivery.payload, verdict.error_code, description)
-                headers = {"errorCode": str(verdict.error_code)}
-                rejected.append(
-                    Outgoing(str(verdict.error_code.channel), decorated, delivery.key or delivery.id, headers)
-                )
+                rejected.append(self._rejected(delivery.payload, verdict, None, delivery.key or delivery.id))
                 continue
             message_id = str(verdict.header["messageId"])
             if message_id in payloads:
@@ -227,9 +221,7 @@ class Bridge:
                 for refusal in refused.refusals:
                     message_id = sent_ids[refusal.index]
                     payload = payloads.pop(message_id)
-                    decorated = decoration.decorate(payload, refusal.error_code, refusal.error_description)
-                    error_channel = str(refusal.error_code.channel)
-                    rejected.append(Outgoing(error_channel, decorated, message_id, {"errorCode": refusal.error_code}))
+                    rejected.append(self._rejected(payload, refusal.error_code, refusal.error_description, message_id))
                 continue
             except Exception as error:  # the target dropped: try again after a pause
                 receipts = []
@@ -240,6 +232,11 @@ class Bridge:
             if payloads and stop.is_set():
                 return False
         return self._reject(rejected, stop)
+
+    def _rejected(self, payload: bytes, reason: Verdict | ErrorCode, description: str | None, key: str) -> Outgoing:
+        """The target's record for a message it will not take (decorated, or a claim check)."""
+        rejection = self.target.rejector.reject(payload, reason, description)
+        return Outgoing(rejection.channel, rejection.record, key, rejection.headers)
 
     def _reject(self, rejected: list[Outgoing], stop: threading.Event) -> bool:
         while rejected:

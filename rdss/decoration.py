@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -52,8 +53,9 @@ def original(record: bytes) -> bytes:
     header = decorated["messageHeader"]
     wrapped = decorated.get(WRAPPER_KEY)
     if set(decorated) == {"messageHeader", WRAPPER_KEY} and isinstance(wrapped, dict):
-        if wrapped["encoding"] == "s3":
-            raise ValueError(f"the payload is in s3://{wrapped['bucket']}/{wrapped['key']} (a claim check)")
+        if wrapped["encoding"] not in ("utf-8", "base64"):
+            where = {k: v for k, v in wrapped.items() if k not in ("bytes", "sha256")}
+            raise ValueError(f"the payload is not in the record but kept elsewhere (a claim check): {where}")
         data = wrapped["data"]
         return base64.b64decode(data) if wrapped["encoding"] == "base64" else data.encode("utf-8")
     span = _header_span(record)
@@ -69,14 +71,15 @@ def original(record: bytes) -> bytes:
 
 
 def claim_check(
-    error_code: ErrorCode | str, error_description: str, *, bucket: str, key: str, size: int, sha256: str
+    error_code: ErrorCode | str, error_description: str, *, location: Mapping[str, Any], size: int, sha256: str
 ) -> bytes:
     """The record that stands for a payload too large to travel decorated (Claim Check): the
-    payload is in S3 and the wrapper says where, how big it is and its SHA-256."""
+    payload is kept elsewhere and the wrapper says where (``location``: its ``encoding``, e.g.
+    ``s3``, and the members that find it, e.g. ``bucket`` and ``key``), its size and SHA-256."""
     return orjson.dumps(
         {
             "messageHeader": {"errorCode": str(error_code), "errorDescription": error_description},
-            WRAPPER_KEY: {"encoding": "s3", "bucket": bucket, "key": key, "bytes": size, "sha256": sha256},
+            WRAPPER_KEY: {**location, "bytes": size, "sha256": sha256},
         }
     )
 

@@ -26,6 +26,8 @@ MAX_RECORDS_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024
 #: Largest record a stream accepts unless it opted in to larger ones (data + partition key).
 MAX_RECORD_BYTES = 1024 * 1024
+#: The data a record can surely carry: room is left for the longest partition key (256 characters).
+MAX_RECORD_DATA = MAX_RECORD_BYTES - 256
 
 #: Retrying inside a Lambda invocation must fit its time budget: 6 retries, at most 3.2 s each.
 DEFAULT_BACKOFF = Backoff(max_retries=6, cap=3.2)

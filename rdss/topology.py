@@ -183,7 +183,8 @@ RDSS = Topology(
             reads_tables=("sequences", "messages"),
             writes_tables=("sequences",),
             reads_buckets=("staging",),
-            writes_buckets=("staging",),
+            # parts too large to travel decorated are kept in errors (claim check)
+            writes_buckets=("staging", "errors"),
         ),
         Processor(
             "sweep",
@@ -193,7 +194,7 @@ RDSS = Topology(
             reads_tables=("sequences",),
             writes_tables=("sequences",),
             reads_buckets=("staging",),
-            writes_buckets=("staging",),
+            writes_buckets=("staging", "errors"),
             schedule="rate(5 minutes)",
         ),
     ),

@@ -17,26 +17,22 @@ and only the records they affect.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from rdss import decoration, timestamps
+from rdss import timestamps
 from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
-from rdss.delivery import MAX_RECORD_BYTES
-from rdss.errors import ErrorCode
+from rdss.delivery import MAX_RECORD_DATA
 from rdss.ldr import RECEIVED, Claim, ClaimOutcome, LocalDataRepository
 from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.topology import RDSS, Resolved, Topology, from_environment
 from rdss.validation import Verdict, validate
-
-# Room left in a Kinesis record for the partition key once an error record is decorated.
-_RECORD_ROOM = MAX_RECORD_BYTES - 256
 
 
 @dataclass(eq=False)  # items are compared by identity: each is one stream record
@@ -73,7 +69,9 @@ class Broker:
         self.names = names
         self.ldr = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
         self.router = Router(names, topology)
-        self.s3 = s3
+        # error records too large to travel decorated are kept in the errors bucket
+        claim_checks = S3ClaimChecks(s3, names.bucket("errors")) if s3 is not None else None
+        self.rejector = Rejector(limit=MAX_RECORD_DATA, claim_checks=claim_checks, now=now)
         self.now = now
 
     @classmethod
@@ -170,11 +168,15 @@ class Broker:
         for item in pending:
             verdict = item.verdict
             if not verdict.valid:
-                assert verdict.channel is not None
-                channel = verdict.channel.value
-                item.outcome = channel
-                item.outputs.append(self._event(channel, self._decorated(item, now), item.partition_key))
-                tally.add("code", str(verdict.error_code))
+                try:
+                    rejection = self.rejector.reject(item.payload, verdict, now=now)
+                except Exception as error:  # no claim check could be kept: retry rather than drop
+                    logger.exception("could not reject a record", extra={"record": item.record})
+                    item.failure = f"the rejected record could not be kept ({error}); retry"
+                    continue
+                item.outcome = rejection.channel
+                item.outputs.append(self._event(rejection.channel, rejection.record, item.partition_key))
+                tally.add("code", str(rejection.code))
             elif verdict.is_part:
                 header = item.header
                 item.outcome = "part"
@@ -241,34 +243,6 @@ class Broker:
             "payload": payload,
             "bindings": {"kinesis": {"partition_key": partition_key}},
         }
-
-    def _decorated(self, item: _Item, now: datetime) -> bytes:
-        verdict = item.verdict
-        assert verdict.error_code is not None
-        record = decoration.decorate(item.payload, verdict.error_code, verdict.error_description or "")
-        if len(record) <= _RECORD_ROOM:
-            return record
-        return self._claim_check(item, now)
-
-    def _claim_check(self, item: _Item, now: datetime) -> bytes:
-        """A record too large for the channel once decorated: its bytes go to the errors bucket
-        and the channel carries a pointer (the Claim Check pattern). Nothing is dropped."""
-        if self.s3 is None:
-            raise RuntimeError("an oversize error record needs the errors bucket, and no S3 client was given")
-        digest = hashlib.sha256(item.payload).hexdigest()
-        moment = now.astimezone(UTC)
-        key = f"claim-check/{moment:%Y/%m/%d}/{digest}"
-        bucket = self.names.bucket("errors")
-        self.s3.put_object(Bucket=bucket, Key=key, Body=item.payload)
-        verdict = item.verdict
-        return decoration.claim_check(
-            verdict.error_code or ErrorCode.GENERR006,
-            verdict.error_description or "",
-            bucket=bucket,
-            key=key,
-            size=len(item.payload),
-            sha256=digest,
-        )
 
 
 def _claim_attributes(verdict: Verdict) -> dict[str, Any]:

@@ -45,7 +45,7 @@ silently dropped.
 Consuming: every queue of the group is a partition, consumed with manual acks. Before a
 delivery is handed over, the consumer plays the part the broker function plays on Kinesis: it
 applies :func:`rdss.validation.validate` and moves an invalid message, decorated
-(:func:`rdss.decoration.decorate`), to ``invalid`` or ``error`` (acknowledging it - never
+(:mod:`rdss.rejection`), to ``invalid`` or ``error`` (acknowledging it - never
 redelivered in a loop); a message RabbitMQ redelivers (its consumer died holding it) is
 counted in the redelivery counter and dead-lettered once the count exceeds the limit, even
 across restarts. :meth:`AmqpConsumer.redeliver` sends the refused message through the delay
@@ -63,7 +63,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import re
 import sqlite3
 import threading
@@ -80,7 +79,7 @@ import pika
 import pika.exceptions
 from pika.adapters.select_connection import IOLoop
 
-from rdss import decoration, mosaic, schemas
+from rdss import mosaic, schemas
 from rdss.gateway.backend import (
     Backend,
     Delivery,
@@ -89,10 +88,12 @@ from rdss.gateway.backend import (
     Settings,
     StartPosition,
     TransportError,
+    state_directory,
 )
 from rdss.gateway.repository import Entry
 from rdss.gateway.url import GatewayURL, URLError
 from rdss.redeliveries import RedeliveryCounter, SqliteRedeliveries, connect
+from rdss.rejection import Rejection, reject
 from rdss.topology import RDSS
 from rdss.validation import validate
 
@@ -217,7 +218,7 @@ class Options:
         if limit < 0 or prefetch < 1 or confirm_timeout <= 0:
             raise URLError(f"{url.raw!r}: redeliveries >= 0, prefetch >= 1 and confirm_timeout > 0")
         vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-        default_state = _state_home() / "rdss" / _file_name(parts.hostname or "localhost", parts.port, vhost, namespace)
+        default_state = state_directory() / _file_name(parts.hostname or "localhost", parts.port, vhost, namespace)
         return cls(
             parameters=parameters,
             namespace=namespace,
@@ -228,10 +229,6 @@ class Options:
             prefetch=prefetch,
             confirm_timeout=confirm_timeout,
         )
-
-
-def _state_home() -> Path:
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
 
 
 def _file_name(host: str, port: int | None, vhost: str, namespace: str) -> str:
@@ -1008,7 +1005,7 @@ class AmqpConsumer:
         redelivered = [raw for raw in batch if raw.redelivered]
         counts = self.transport.counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
         dead: list[tuple[_Raw, str]] = []
-        moved: list[tuple[_Raw, bytes, str]] = []
+        moved: list[tuple[_Raw, Rejection]] = []
         for raw in batch:
             count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
             if count > options.redelivery_limit:
@@ -1020,18 +1017,15 @@ class AmqpConsumer:
             if self.classify:
                 verdict = validate(payload, check_expiry=False)
                 if not verdict.valid:
-                    assert verdict.error_code is not None
-                    description = verdict.error_description or verdict.error_code.description
-                    moved.append(
-                        (raw, decoration.decorate(payload, verdict.error_code, description), verdict.error_code.channel)
-                    )
+                    rejection = reject(payload, verdict)
+                    moved.append((raw, rejection))
                     _log.warning(
                         "%s: %s moved to %s: %s %s",
                         self.channel,
                         raw.queue,
-                        verdict.error_code.channel,
-                        verdict.error_code,
-                        description,
+                        rejection.channel,
+                        rejection.code,
+                        rejection.description,
                     )
                     continue
             position = f"{self._epoch}.{raw.tag}"
@@ -1102,17 +1096,18 @@ class AmqpConsumer:
         self._publish_then_ack(work, "dead_letter")
         self.transport.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
 
-    def _move(self, items: list[tuple[_Raw, bytes, str]]) -> None:
+    def _move(self, items: list[tuple[_Raw, Rejection]]) -> None:
         if not items:
             return
         work = []
-        for raw, decorated, kind in items:
+        for raw, rejection in items:
+            kind = rejection.channel
             exchange = self.transport.names.name(self.transport.address(kind))
             headers = {H_QUEUE: raw.queue, H_ENVELOPE: "rdss"}
             properties = _copy_properties(raw.properties, headers)
-            work.append((raw, _Publish(exchange, kind, decorated, properties)))
+            work.append((raw, _Publish(exchange, kind, rejection.record, properties)))
         self._publish_then_ack(work, "invalid/error")
-        self.transport.counter.forget([_counter_key(raw) for raw, _, _ in items if raw.redelivered])
+        self.transport.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
 
     def _publish_then_ack(self, work: list[tuple[_Raw, _Publish]], what: str) -> None:
         """Publish the copies (confirmed), then ack the originals: at least once, never lost. A

@@ -28,11 +28,14 @@ Local Data Repository (:class:`rdss.gateway.repository.Repository`).
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from rdss.gateway.exceptions import GatewayError
+from rdss.rejection import Rejector
 from rdss.retry import SPEC_BACKOFF, Backoff
 
 if TYPE_CHECKING:
@@ -223,6 +226,14 @@ class Backend:
 
     transport: Transport
     repository: Repository
+    #: How a message that will not be delivered is moved to the invalid or error channel: the
+    #: transport's record limit and, where one is needed, its claim-check store.
+    rejector: Rejector = field(default_factory=Rejector)
+
+
+def state_directory() -> Path:
+    """Where a gateway keeps what it owns on this host (``$XDG_STATE_HOME/rdss``)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "rdss"
 
 
 BackendFactory = Callable[["GatewayURL", Settings], Backend]

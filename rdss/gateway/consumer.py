@@ -45,12 +45,13 @@ from typing import Any
 
 import orjson
 
-from rdss import decoration, timestamps
+from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.repository import RECEIVED, Entry, Repository
 from rdss.gateway.throttle import Throttle
 from rdss.messages import Message
+from rdss.rejection import Rejector
 from rdss.sequences import Reassembler, SequenceError
 from rdss.validation import Verdict, validate, validate_message
 
@@ -63,6 +64,7 @@ Publish = Callable[[Sequence[Outgoing]], list[Outcome]]
 #: Default time an incomplete sequence is held when its message sets no expiry (as the sweep's).
 SEQUENCE_TIMEOUT = 3600.0
 _RECENT = 10_000
+_UNLIMITED = Rejector()
 
 
 def select(
@@ -154,7 +156,7 @@ class Receiver:
         repository: Repository,
         *,
         publish: Publish,
-        error_channel: str | None = "error",
+        rejector: Rejector | None = _UNLIMITED,
         selector: Selector | None = None,
         throttle: float | None = None,
         batch_size: int = 100,
@@ -169,7 +171,9 @@ class Receiver:
         self.channel = consumer.channel
         self.repository = repository
         self.publish = publish
-        self.error_channel = error_channel
+        #: How records that will not be delivered are moved; None: logged and settled instead
+        #: (a receiver of the invalid or error channel itself, so nothing loops).
+        self.rejector = rejector
         self.selector = selector
         self.throttle = Throttle(throttle, clock=clock, sleep=sleep) if throttle else None
         self.batch_size = batch_size
@@ -469,29 +473,34 @@ class Receiver:
             self._to_error([(d, code, why) for d in self._release(incomplete.sequence)])
 
     def _to_error(self, items: list[tuple[Delivery, ErrorCode, str]]) -> None:
-        """Move records, decorated, to the error channel (or log them), then settle them."""
+        """Move records, decorated, to the channel of their code (or log them), then settle them."""
         if not items:
             return
         self.stats.expired += len(items)
         done = [d for d, _, _ in items]
-        if self.error_channel is None:
+        if self.rejector is None:
             for delivery, code, why in items:
                 _log.warning("%s: record %s not delivered: %s %s", self.channel, delivery.id, code, why)
         else:
-            outgoing = [
-                Outgoing(
-                    self.error_channel, decoration.decorate(d.payload, code, why), d.key or d.id, {"errorCode": code}
-                )
-                for d, code, why in items
-            ]
-            for outcome, (delivery, code, _) in zip(self.publish(outgoing), items, strict=True):
+            moving: list[tuple[Delivery, Outgoing]] = []
+            for delivery, code, why in items:
+                try:
+                    rejection = self.rejector.reject(delivery.payload, code, why)
+                except Exception as error:  # not settled: read again after a restart, never lost
+                    _log.error("%s: record %s (%s) could not be moved: %s", self.channel, delivery.id, code, error)
+                    done.remove(delivery)
+                    continue
+                key = delivery.key or delivery.id
+                moving.append((delivery, Outgoing(rejection.channel, rejection.record, key, rejection.headers)))
+            outcomes = self.publish([outgoing for _, outgoing in moving]) if moving else []
+            for outcome, (delivery, outgoing) in zip(outcomes, moving, strict=True):
                 if not outcome.ok:  # the message was not going to be delivered anyway: say so loudly
                     _log.error(
                         "%s: record %s (%s) could not be moved to %s: %s %s",
                         self.channel,
                         delivery.id,
-                        code,
-                        self.error_channel,
+                        outgoing.headers["errorCode"],
+                        outgoing.channel,
                         ErrorCode.GENERR005 if outcome.retries_exhausted else ErrorCode.GENERR006,
                         outcome.error_code,
                     )

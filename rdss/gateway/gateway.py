@@ -25,6 +25,7 @@ from rdss.gateway.repository import Repository
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
 from rdss.messages import Message
+from rdss.rejection import Rejector
 from rdss.retry import SPEC_BACKOFF, Backoff
 from rdss.topology import RDSS
 
@@ -88,6 +89,8 @@ class Gateway:
         backend = open_backend(self.url, self.settings)
         self.transport: Transport = backend.transport
         self.repository: Repository = backend.repository
+        #: How this gateway moves a message it will not deliver (the one reject path).
+        self.rejector: Rejector = backend.rejector
         self.sender = Sender(self.transport, self.repository, limit=size_limit)
 
     # -- sending -------------------------------------------------------------------------------
@@ -139,7 +142,7 @@ class Gateway:
             consumer,
             self.repository,
             publish=self._publish,
-            error_channel=None if channel in _ERROR_CHANNELS else "error",
+            rejector=None if channel in _ERROR_CHANNELS else self.rejector,
             selector=selector,
             throttle=throttle,
             batch_size=batch_size,

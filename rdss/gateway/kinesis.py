@@ -20,15 +20,25 @@ from botocore.exceptions import ClientError
 
 from rdss.aws import CLIENT_CONFIG
 from rdss.aws import client as aws_client
-from rdss.delivery import PutRecordsBatcher
+from rdss.delivery import MAX_RECORD_DATA, PutRecordsBatcher
 from rdss.gateway import putrecords
-from rdss.gateway.backend import Backend, Consumer, Outcome, Outgoing, Settings, StartPosition, TransportError
+from rdss.gateway.backend import (
+    Backend,
+    Consumer,
+    Outcome,
+    Outgoing,
+    Settings,
+    StartPosition,
+    TransportError,
+    state_directory,
+)
 from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, DynamoLeaseStore
 from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
 from rdss.gateway.repository import DynamoRepository
 from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
 from rdss.gateway.url import GatewayURL
 from rdss.ldr import LocalDataRepository
+from rdss.rejection import DirectoryClaimChecks, Rejector
 from rdss.topology import Deployment
 
 _log = logging.getLogger(__name__)
@@ -224,4 +234,7 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     kinesis = settings.clients.get("kinesis") or aws_client("kinesis", **kwargs)
     dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", **kwargs)
     repository = DynamoRepository(LocalDataRepository(dynamodb, deployment.table("messages")), settings.application)
-    return Backend(KinesisTransport(deployment, settings, kinesis=kinesis, dynamodb=dynamodb), repository)
+    # a record too large to travel decorated is kept on this host: a vendor's gateway has no
+    # bucket of the deployment's to keep it in
+    rejector = Rejector(MAX_RECORD_DATA, DirectoryClaimChecks(state_directory()))
+    return Backend(KinesisTransport(deployment, settings, kinesis=kinesis, dynamodb=dynamodb), repository, rejector)

@@ -23,12 +23,15 @@ from typing import Any
 
 import orjson
 
-from rdss import decoration, timestamps
+from rdss import timestamps
 from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
+from rdss.delivery import MAX_RECORD_DATA
+from rdss.errors import ErrorCode
 from rdss.ldr import LocalDataRepository
 from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
 from rdss.sequences import SequenceError, join
 from rdss.topology import RDSS, Resolved, Topology, from_environment
@@ -67,6 +70,8 @@ class Sequencer:
         )
         self.requests = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
         self.router = Router(names, topology)
+        # parts too large to travel decorated are kept in the errors bucket, as the broker does
+        self.rejector = Rejector(MAX_RECORD_DATA, S3ClaimChecks(s3, names.bucket("errors")), now=now)
         self.now = now
 
     @classmethod
@@ -137,7 +142,12 @@ class Sequencer:
                 tally.add("outcome", "late-duplicate")  # released already, or moved already
                 return
             # the sequence was already moved to the error channel: this part joins it there
-            part.outputs.append(self._send("error", self._late(part, status), part.sequence))
+            rejection = self.rejector.reject(
+                part.payload,
+                ErrorCode.GENERR003 if status == "EXPIRED" else ErrorCode.GENERR006,
+                f"part arrived after sequence {part.sequence} was moved to the error channel ({status})",
+            )
+            part.outputs.append(self._send(rejection.channel, rejection.record, part.sequence))
             tally.add("outcome", "late-part")
             return
         self.store.stage(part.sequence, part.position, part.payload)
@@ -152,15 +162,15 @@ class Sequencer:
         try:
             whole = join(parts)
         except SequenceError as error:
-            self._reject(last, staged, "GENERR001", f"sequence {last.sequence}: {error}", "invalid")
+            self._reject(last, staged, ErrorCode.GENERR001, f"sequence {last.sequence}: {error}")
             last.completes = positions
             tally.add("outcome", "sequence-invalid")
             return
         verdict = validate_message(whole, now=self.now())
         if not verdict.valid:
-            assert verdict.channel is not None
+            assert verdict.error_code is not None
             description = f"sequence {last.sequence} (whole message): {verdict.error_description}"
-            self._reject(last, staged, str(verdict.error_code), description, verdict.channel.value)
+            self._reject(last, staged, verdict.error_code, description)
             last.completes = positions
             tally.add("outcome", "sequence-invalid")
             tally.add("code", str(verdict.error_code))
@@ -185,17 +195,11 @@ class Sequencer:
         tally.add("outcome", "sequence-complete")
         tally.add("channel", destination.channel)
 
-    def _reject(self, last: _Part, staged: dict[int, bytes], code: str, description: str, channel: str) -> None:
+    def _reject(self, last: _Part, staged: dict[int, bytes], code: ErrorCode, description: str) -> None:
+        """Every part of the sequence, rejected with the whole message's code."""
         for position in sorted(staged):
-            record = decoration.decorate(staged[position], code, description)
-            last.outputs.append(self._send(channel, record, last.sequence))
-
-    def _late(self, part: _Part, status: str) -> bytes:
-        return decoration.decorate(
-            part.payload,
-            "GENERR003" if status == "EXPIRED" else "GENERR006",
-            f"part arrived after sequence {part.sequence} was moved to the error channel ({status})",
-        )
+            rejection = self.rejector.reject(staged[position], code, description)
+            last.outputs.append(self._send(rejection.channel, rejection.record, last.sequence))
 
     def _send(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
         return {

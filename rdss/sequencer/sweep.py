@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rdss import decoration
-from rdss.delivery import PutRecordsBatcher, Record
+from rdss.delivery import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.errors import ErrorCode
 from rdss.observability import Tally, emit_counts, logger
+from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.sequencer.store import EXPIRED, TIMED_OUT, Progress, SequenceStore
 from rdss.topology import Resolved, from_environment
 
@@ -43,6 +43,7 @@ class Sweep:
             dynamodb=dynamodb, s3=s3, table=names.table("sequences"), bucket=names.bucket("staging"), clock=clock
         )
         self.batcher = PutRecordsBatcher(kinesis)
+        self.rejector = Rejector(MAX_RECORD_DATA, S3ClaimChecks(s3, names.bucket("errors")))
         self.timeout = timeout_seconds
         self.clock = clock
 
@@ -70,13 +71,14 @@ class Sweep:
                 continue
             code, status, description = verdict
             staged = self.store.load(progress.sequence, progress.positions)
+            try:
+                rejections = [self.rejector.reject(payload, code, description) for payload in staged.values()]
+            except Exception:  # a claim check could not be kept: the sequence waits for the next sweep
+                logger.exception("could not reject a stale sequence", extra={"sequence": progress.sequence})
+                tally.add("outcome", "retry-later")
+                continue
             records = [
-                Record(
-                    stream=self.names.stream("error"),
-                    data=decoration.decorate(payload, code, description),
-                    partition_key=progress.sequence,
-                )
-                for payload in staged.values()
+                Record(self.names.stream(r.channel), r.record, partition_key=progress.sequence) for r in rejections
             ]
             report = self.batcher.put(records)
             if report.failed:
