@@ -15,9 +15,9 @@ CDK := node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq
+.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py rdss/_fastcheck.c
+$(STAMP): requirements-dev.txt pyproject.toml setup.py rdss/_fastcheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements-dev.txt
 	$(PIP) install --no-deps --no-build-isolation -e .
@@ -46,6 +46,21 @@ $(SPARK_CDS): $(GLUE_JAR) glue_jobs/audit_compaction.py
 	$(BIN)/python -m rdss.sparkcds $@
 
 setup: $(STAMP) $(GLUE_JAR) $(SPARK_CDS)
+
+# The one lock: requirements.lock pins everything pyproject.toml declares (all extras) for every
+# Python and platform the project meets (3.11 here, 3.12 on Lambda). requirements.txt (the
+# runtime: core, amqp, local, tracing), requirements-dev.txt (all extras: what `make test`
+# installs) and lambdas/requirements.txt (what a Lambda asset installs) are generated from it.
+# After changing a dependency in pyproject.toml: `make lock`, commit all four. Pinned versions
+# are kept unless pyproject.toml rules them out; `make lock UPGRADE=--upgrade-package=NAME`.
+UPGRADE ?=
+UV_COMPILE = $(BIN)/uv pip compile --quiet --universal --no-emit-index-url --custom-compile-command "make lock"
+
+lock: $(STAMP)
+	$(UV_COMPILE) $(UPGRADE) --python-version 3.11 --all-extras pyproject.toml -o requirements.lock
+	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --extra amqp --extra local --extra tracing pyproject.toml -o requirements.txt
+	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --all-extras pyproject.toml -o requirements-dev.txt
+	$(UV_COMPILE) -c requirements.lock --python-version 3.12 lambdas/requirements.in -o lambdas/requirements.txt
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
