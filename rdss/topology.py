@@ -221,6 +221,15 @@ class Deployment:
     def bucket(self, bucket: str) -> str:
         return self.bucket_names.get(bucket) or f"{self.prefix}-{self.environment}-{bucket}"
 
+    def function(self, processor: str) -> str:
+        """The Lambda function of a processor, e.g. ``rdss-dev-broker``."""
+        self.topology.processor(processor)
+        return f"{self.prefix}-{self.environment}-{processor}"
+
+    def on_failure_queue(self, processor: str) -> str:
+        """The SQS queue where a processor's event source mapping parks the batches it gave up on."""
+        return f"{self.function(processor)}-on-failure"
+
     def channel_of_stream(self, stream_name: str) -> str | None:
         """The logical channel behind a physical stream name (or ARN), if it is one of ours."""
         name = stream_name.rsplit("/", 1)[-1]

@@ -96,7 +96,7 @@ class Messaging(Construct):
                 self,
                 f"{processor.name.capitalize()}Processor",
                 processor=processor,
-                function_name=f"{self.prefix}-{processor.name}",
+                function_name=self.deployment.function(processor.name),
                 environment=environment,
                 streams=self.channels.streams,
                 tables=self.state.tables,

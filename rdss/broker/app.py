@@ -30,6 +30,7 @@ from rdss.broker.routing import Router
 from rdss.delivery import MAX_RECORD_DATA
 from rdss.ldr import RECEIVED, Claim, ClaimOutcome, LocalDataRepository
 from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.redrive import redriven_record
 from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.topology import RDSS, Resolved, Topology, from_environment
 from rdss.validation import Verdict, validate
@@ -129,11 +130,15 @@ class Broker:
     def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
         binding = event.get("bindings", {}).get("kinesis", {})
         payload = event.get("payload") or b""
-        record = f"{binding.get('shard_id', '')}/{event['id']}"
+        partition_key = str(binding.get("partition_key") or event["id"])
+        # a record `rdss redrive` put back is the parked record it repeats: same claims, same ledger
+        original = redriven_record(partition_key)
+        record = original or f"{binding.get('shard_id', '')}/{event['id']}"
         verdict = validate(payload, now=now)
         header = verdict.header or {}
         key = header["messageId"] if verdict.valid else f"record#{record}"
-        partition_key = str(binding.get("partition_key") or event["id"])
+        if original is not None:  # outputs keyed as producers key them, not by the redrive key
+            partition_key = key if verdict.valid else original
         return _Item(event["id"], record, payload, partition_key, verdict, key, header)
 
     # -- 2. claim ------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ and act on the answer the way Lambda does:
 * some failures: checkpoint before the earliest failed record and retry from it;
 * the function raised: retry the batch, bisecting it first when ``bisect_on_error`` is set
   (halves do not count against the retry limit);
-* a batch failing more than ``max_retries`` times, or older than ``max_record_age``: its
-  records' details go to the on-failure destination and the shard moves on.
+* a batch failing more than ``max_retries`` times, or older than ``max_record_age``: Lambda's
+  invocation record for it (:class:`FailedBatch`: shard, first and last sequence number - a
+  pointer, not the records) goes to the on-failure destination and the shard moves on;
+  ``rdss redrive`` (:mod:`rdss.redrive`) follows the pointer and puts the records back.
 
 Checkpoints are kept in memory by default; pass a ``checkpoints`` dict to share or persist them.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +35,8 @@ _log = logging.getLogger(__name__)
 
 @dataclass
 class FailedBatch:
-    """What the on-failure destination receives (the shape of Lambda's failure record, abridged)."""
+    """What the on-failure destination receives: Lambda's invocation record for a Kinesis batch
+    it gave up on (a pointer to the records, not the records; ``rdss redrive`` follows it)."""
 
     stream_arn: str
     shard_id: str
@@ -41,19 +45,52 @@ class FailedBatch:
     batch_size: int
     condition: str
     approximate_arrival_of_first_record: float | None
+    approximate_arrival_of_last_record: float | None = None
+    function_arn: str = ""
+    invocations: int = 0
+    #: ``Unhandled`` when the function raised; absent when it returned batch item failures.
+    function_error: str | None = None
+    timestamp: float = field(default_factory=time.time)
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def as_dict(self) -> dict[str, Any]:
+        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+        if self.function_error is not None:
+            response["functionError"] = self.function_error
         return {
-            "requestContext": {"condition": self.condition, "approximateInvokeCount": None},
+            "requestContext": {
+                "requestId": self.request_id,
+                "functionArn": self.function_arn,
+                "condition": self.condition,
+                "approximateInvokeCount": self.invocations,
+            },
+            "responseContext": response,
+            "version": "1.0",
+            "timestamp": _iso(self.timestamp),
             "KinesisBatchInfo": {
                 "shardId": self.shard_id,
                 "startSequenceNumber": self.start_sequence_number,
                 "endSequenceNumber": self.end_sequence_number,
-                "approximateArrivalOfFirstRecord": self.approximate_arrival_of_first_record,
+                "approximateArrivalOfFirstRecord": _iso(self.approximate_arrival_of_first_record),
+                "approximateArrivalOfLastRecord": _iso(self.approximate_arrival_of_last_record),
                 "batchSize": self.batch_size,
                 "streamArn": self.stream_arn,
             },
         }
+
+
+def _iso(moment: float | None) -> str | None:
+    """Lambda's timestamps: ISO 8601, milliseconds, UTC (``2026-11-21T09:14:03.021Z``)."""
+    if moment is None:
+        return None
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _arrival(record: dict[str, Any]) -> float | None:
+    arrival = record.get("ApproximateArrivalTimestamp")
+    if isinstance(arrival, datetime):
+        return arrival.astimezone(UTC).timestamp()
+    return None if arrival is None else float(arrival)
 
 
 @dataclass
@@ -82,6 +119,7 @@ class EventSourceMapping:
         bisect_on_error: bool = True,
         max_record_age: float | None = None,
         on_failure: Callable[[FailedBatch], None] | None = None,
+        function_arn: str | None = None,
         checkpoints: MutableMapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -95,6 +133,7 @@ class EventSourceMapping:
         self.bisect_on_error = bisect_on_error
         self.max_record_age = max_record_age
         self.on_failure = on_failure
+        self.function_arn = function_arn or f"arn:aws:lambda:{region}:000000000000:function:{stream}-consumer"
         self.checkpoints: MutableMapping[str, str] = {} if checkpoints is None else checkpoints
         self.clock = clock
         self.stats = MappingStats()
@@ -172,7 +211,7 @@ class EventSourceMapping:
         while queue:
             batch, attempts = queue.pop(0)
             if self._too_old(batch):
-                self._give_up(shard, batch, "RecordAgeExceeded")
+                self._give_up(shard, batch, "RecordAgeExceeded", attempts)
                 continue
             self.stats.invocations += 1
             self.stats.records += len(batch)
@@ -189,7 +228,7 @@ class EventSourceMapping:
                     queue[:0] = [(batch[:middle], attempts), (batch[middle:], attempts)]
                     continue
                 if attempts >= self.max_retries:
-                    self._give_up(shard, batch, "RetryAttemptsExhausted")
+                    self._give_up(shard, batch, "RetryAttemptsExhausted", attempts + 1, "Unhandled")
                     continue
                 self.stats.retries += 1
                 queue.insert(0, (batch, attempts + 1))
@@ -203,7 +242,7 @@ class EventSourceMapping:
                 self.checkpoints[shard] = batch[index - 1]["SequenceNumber"]
             remainder = batch[index:]
             if attempts >= self.max_retries:
-                self._give_up(shard, remainder, "RetryAttemptsExhausted")
+                self._give_up(shard, remainder, "RetryAttemptsExhausted", attempts + 1)
                 continue
             self.stats.retries += 1
             queue.insert(0, (remainder, attempts + 1))
@@ -211,13 +250,17 @@ class EventSourceMapping:
     def _too_old(self, batch: list[dict[str, Any]]) -> bool:
         if self.max_record_age is None:
             return False
-        arrival = batch[0].get("ApproximateArrivalTimestamp")
-        if isinstance(arrival, datetime):
-            arrival = arrival.timestamp()
-        return arrival is not None and self.clock() - float(arrival) > self.max_record_age
+        arrival = _arrival(batch[0])
+        return arrival is not None and self.clock() - arrival > self.max_record_age
 
-    def _give_up(self, shard: str, batch: list[dict[str, Any]], condition: str) -> None:
-        arrival = batch[0].get("ApproximateArrivalTimestamp")
+    def _give_up(
+        self,
+        shard: str,
+        batch: list[dict[str, Any]],
+        condition: str,
+        invocations: int,
+        function_error: str | None = None,
+    ) -> None:
         failed = FailedBatch(
             stream_arn=self.stream_arn,
             shard_id=shard,
@@ -225,12 +268,23 @@ class EventSourceMapping:
             end_sequence_number=batch[-1]["SequenceNumber"],
             batch_size=len(batch),
             condition=condition,
-            approximate_arrival_of_first_record=arrival.astimezone(UTC).timestamp()
-            if isinstance(arrival, datetime)
-            else arrival,
+            approximate_arrival_of_first_record=_arrival(batch[0]),
+            approximate_arrival_of_last_record=_arrival(batch[-1]),
+            function_arn=self.function_arn,
+            invocations=invocations,
+            function_error=function_error,
+            timestamp=self.clock(),
         )
         self.stats.failed_batches.append(failed)
-        _log.error("batch sent to the on-failure destination: %s", failed)
+        _log.error(
+            "%s: %d record(s) of %s/%s sent to the on-failure destination (%s..%s)",
+            condition,
+            len(batch),
+            self.stream,
+            shard,
+            failed.start_sequence_number,
+            failed.end_sequence_number,
+        )
         if self.on_failure is not None:
             self.on_failure(failed)
         self.checkpoints[shard] = batch[-1]["SequenceNumber"]

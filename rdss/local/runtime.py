@@ -5,8 +5,9 @@ AWS would run around it:
 
 * an event source mapping per processor with a source channel (broker on ``input``,
   sequencer on ``sequence``), invoking the real Lambda handlers with real Kinesis events and
-  Lambda's retry, bisect and on-failure semantics (:mod:`rdss.local.esm`); failed batches go to
-  an SQS queue, as the deployed mappings' on-failure destination;
+  Lambda's retry, bisect and on-failure semantics (:mod:`rdss.local.esm`); failed batches are
+  parked as Lambda parks them, as invocation records in the processor's SQS on-failure queue
+  (the deployed queue's name), where ``rdss redrive`` finds them;
 * a Firehose delivery stream per archived channel (:mod:`rdss.local.firehose`);
 * the sweep, on a timer.
 
@@ -114,7 +115,7 @@ class Runtime:
         for processor in RDSS.processors:
             if processor.source is None:
                 continue
-            queue = f"{self.deployment.prefix}-{self.deployment.environment}-{processor.name}-failures"
+            queue = self.deployment.on_failure_queue(processor.name)
             self._failures[processor.name] = sqs.create_queue(QueueName=queue)["QueueUrl"]
             self.handlers[processor.name] = KinesisEventSourceMappingHandler(
                 self._app(processor.name), kinesis=self._clients(processor.name, "kinesis")
@@ -130,6 +131,8 @@ class Runtime:
                 bisect_on_error=self.settings.bisect_on_error,
                 max_record_age=self.settings.max_record_age,
                 on_failure=self._on_failure(sqs, self._failures[processor.name]),
+                function_arn=f"arn:aws:lambda:{self.endpoint.region}:000000000000:function:"
+                f"{self.deployment.function(processor.name)}",
             )
         for channel in RDSS.channels:
             if channel.archive is None:

@@ -204,3 +204,16 @@ def test_every_topology_bucket_exists_with_its_expiry(synthesized: Synthesized) 
         expected = synthesized.config.lifecycle(bucket.name, bucket.expire_after_days).expire_after_days
         whole_bucket = [r for r in rules if "Prefix" not in r and "ExpirationInDays" in r]
         assert [r["ExpirationInDays"] for r in whole_bucket] == ([expected] if expected else [])
+
+
+def test_functions_and_on_failure_queues_have_the_names_redrive_and_the_local_runtime_use(
+    synthesized: Synthesized,
+) -> None:
+    names = deployment(synthesized)
+    for processor in RDSS.processors:
+        synthesized.template.has_resource_properties(
+            "AWS::Lambda::Function", {"FunctionName": names.function(processor.name)}
+        )
+        synthesized.template.has_resource_properties(
+            "AWS::SQS::Queue", {"QueueName": names.on_failure_queue(processor.name)}
+        )

@@ -94,7 +94,13 @@ def test_function_errors_bisect_then_exhausted_batches_go_to_the_failure_destina
     assert [b for e in recorder.events for b in e].count(poison) == 1 + 1 + 1 + 1 + 2  # 8,4,2,1 then two retries
     [failure] = destination
     assert failure["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert failure["requestContext"]["approximateInvokeCount"] == 3  # the single record's invocation + 2 retries
+    assert failure["responseContext"]["functionError"] == "Unhandled"
     assert failure["KinesisBatchInfo"]["batchSize"] == 1
+    assert failure["KinesisBatchInfo"]["startSequenceNumber"] == failure["KinesisBatchInfo"]["endSequenceNumber"]
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", failure["KinesisBatchInfo"]["approximateArrivalOfFirstRecord"]
+    )
     delivered = {b for e in recorder.events for b in e if b != poison}
     assert len(delivered) == 7  # every other record still went through
 
