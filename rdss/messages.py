@@ -93,6 +93,27 @@ def reply(
     )
 
 
+def failure_reply(
+    request: Message,
+    error_code: str,
+    error_description: str,
+    *,
+    generator: str = DEFAULT_GENERATOR,
+    now: datetime | None = None,
+) -> Message:
+    """The reply saying ``request`` could not be answered: a Document with the request's
+    messageType, correlationId = its messageId, ``errorCode`` and ``errorDescription`` in the
+    header, and the request's body, so it says what could not be found (the classifier checks a
+    failure reply's body as its request's).
+    """
+    if not error_code or not error_description:
+        raise ValueError("a failure reply needs an errorCode and an errorDescription")
+    message = reply(request, request.get("messageBody"), generator=generator, now=now)
+    message["messageHeader"]["errorCode"] = str(error_code)
+    message["messageHeader"]["errorDescription"] = error_description
+    return message
+
+
 def append_history(
     message: Message,
     *,
@@ -124,6 +145,7 @@ __all__ = [
     "ErrorCode",
     "Message",
     "append_history",
+    "failure_reply",
     "new_id",
     "new_message",
     "reply",

@@ -18,6 +18,10 @@ body     a body UUID malformed                                        GENERR010
 body     body missing or not matching its schema                      GENERR001
 ======== ============================================================ =========
 
+A failure reply - a Document answering a request (correlationId) with an ``errorCode`` and
+``errorDescription``, the gateway's ``reply_error`` - carries the body of the request it could
+not answer (``{"objectUuid": ...}`` for a MetadataRead), so its body is checked as the request's.
+
 Most messages are valid, so :func:`validate` first tries a fast path (one parse, one compiled
 validator over header and body together, two semantic checks); only a payload that fails it is
 walked stage by stage to find the first failing stage and describe the fault.
@@ -334,7 +338,7 @@ class _Classifier:
                     is_part,
                 )
             return Verdict(None, None, message, is_part)
-        schema = schemas.body_schema(header["messageType"], header["messageClass"])
+        schema = schemas.body_schema(header["messageType"], _body_class(header))
         assert schema is not None  # the type stage has checked the pair
         errors = _errors(schemas.validator(schema), body)
         uuid_errors = [e for e in errors if _is_uuid_error(e)]
@@ -343,6 +347,19 @@ class _Classifier:
         if errors:
             return _fail(ErrorCode.GENERR001, message, _describe(errors[0], "messageBody"))
         return Verdict(None, None, message, is_part)
+
+
+def _body_class(header: dict[str, Any]) -> str:
+    """The class whose body schema applies: a failure reply's body is its request's (a Command's)."""
+    message_class: str = header["messageClass"]
+    if (
+        message_class == "Document"
+        and header.get("errorCode")
+        and header.get("correlationId")
+        and schemas.body_schema(header["messageType"], "Command") is not None
+    ):
+        return "Command"
+    return message_class
 
 
 def _fail(code: ErrorCode, message: dict[str, Any] | None, description: str, is_part: bool = False) -> Verdict:

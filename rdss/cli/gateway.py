@@ -2,7 +2,7 @@
 
 The gateway URL comes from ``--url`` or ``RDSS_GATEWAY_URL`` (default ``kinesis://dev``).
 Exit codes: 0 done; 1 a message was refused (invalid), not acknowledged, or a request timed
-out; 2 usage, I/O or the messaging system unreachable.
+out or was answered with a failure reply; 2 usage, I/O or the messaging system unreachable.
 """
 
 from __future__ import annotations
@@ -27,7 +27,16 @@ from rdss.cli.common import (
     describe_os_error,
     read_input,
 )
-from rdss.gateway import Gateway, GatewayError, MessageRefused, RequestTimeout, SendFailed, TransportError, URLError
+from rdss.gateway import (
+    Gateway,
+    GatewayError,
+    MessageRefused,
+    RequestFailed,
+    RequestTimeout,
+    SendFailed,
+    TransportError,
+    URLError,
+)
 from rdss.gateway.backend import StartPosition
 
 _APPLICATION = "rdss-cli"
@@ -63,7 +72,8 @@ def register(commands: Any) -> None:
         "request",
         help="send a request and print its reply",
         description="Send the request in FILE (a MetadataRead or VocabularyRead Command) with a returnAddress and "
-        "print the reply whose correlationId is its messageId. Exit 1 if none arrives within the timeout.",
+        "print the reply whose correlationId is its messageId. Exit 1 if none arrives within the timeout, or "
+        "if the reply is a failure reply (its errorCode is printed).",
     )
     ask.add_argument("file", metavar="FILE")
     ask.add_argument("--timeout", type=_positive_float, required=True, metavar="S")
@@ -122,6 +132,10 @@ def run_request(args: argparse.Namespace) -> int:
             reply = gateway.request(payload, args.timeout, reply_to=args.reply_to)
         except MessageRefused as refused:
             raise CommandError(f"{args.file}: {refused}", INVALID) from refused
+        except RequestFailed as failed:  # the reply itself on stdout, the code on stderr
+            sys.stdout.buffer.write(orjson.dumps(failed.reply, option=orjson.OPT_INDENT_2) + b"\n")
+            sys.stdout.flush()
+            raise CommandError(f"the request failed: {failed}", INVALID) from failed
         except (RequestTimeout, SendFailed) as error:
             raise CommandError(str(error), INVALID) from error
     sys.stdout.buffer.write(orjson.dumps(reply, option=orjson.OPT_INDENT_2) + b"\n")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rdss.errors import ErrorCode
 
@@ -72,3 +73,19 @@ class RequestTimeout(GatewayError, TimeoutError):
         self.channel = channel
         self.timeout = timeout
         super().__init__(f"no reply to {request_id} on {channel} within {timeout:g} s")
+
+
+class RequestFailed(GatewayError):
+    """The responder answered the request with a failure reply (``reply_error``): it could not
+    answer, and says why with the spec's code (e.g. APPERRMET003, no such object).
+
+    ``reply`` is the failure Reply itself (a Document whose header carries the correlationId,
+    errorCode and errorDescription).
+    """
+
+    def __init__(self, error_code: str, error_description: str, *, request_id: str, reply: Mapping[str, Any]) -> None:
+        self.error_code = error_code
+        self.error_description = error_description
+        self.request_id = request_id
+        self.reply = reply
+        super().__init__(f"{error_code}: {error_description} (the reply to {request_id})")

@@ -19,16 +19,19 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.amgi.types import Application
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
-from rdss.gateway.consumer import SEQUENCE_TIMEOUT, Handler, Receiver, ReceiveStats, Selector, listen
+from rdss.gateway.consumer import SEQUENCE_TIMEOUT, Handler, Received, Receiver, ReceiveStats, Selector, listen
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
 from rdss.gateway.repository import Repository
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
-from rdss.messages import Message
+from rdss.messages import Message, failure_reply
 from rdss.rejection import Rejector
 from rdss.retry import SPEC_BACKOFF, Backoff
 from rdss.topology import RDSS
 
+#: Schemes whose deployments route what is sent to ``input`` by content (the Kinesis broker,
+#: which also looks replies' returnAddress up); elsewhere a reply is sent to its address.
+_BROKERED = frozenset({"kinesis"})
 #: Channels whose messages are not moved to the error channel again when they expire.
 _ERROR_CHANNELS = frozenset({"error", "invalid"})
 
@@ -191,6 +194,9 @@ class Gateway:
 
         Raises:
             RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError).
+            RequestFailed: the responder answered with a failure reply (:meth:`reply_error`);
+                ``error_code`` and ``error_description`` say why. Raised within a poll interval
+                of the reply's arrival.
             MessageRefused, SendFailed: as :meth:`send`.
         """
         return request.request(
@@ -202,6 +208,31 @@ class Gateway:
             reply_to=reply_to,
             interval=self.reply_poll_interval,
         )
+
+    def reply_error(
+        self, request: Received | Message, error_code: str, description: str, *, channel: str | None = None
+    ) -> Receipt:
+        """Answer ``request`` with a failure Reply: the responder cannot answer it, and says why.
+
+        The reply is a Document of the request's type whose header carries correlationId (the
+        request's messageId), ``errorCode`` (e.g. APPERRMET003: no object with that uuid) and
+        ``errorDescription``; its body is the request's. The requester's :meth:`request` raises
+        :class:`RequestFailed` on it instead of waiting for its timeout.
+
+        It goes where a reply goes: on ``kinesis://`` to ``input``, from where the broker routes
+        it to the returnAddress the request named; on the other backends, which have no broker
+        in between, to that returnAddress itself (``responses`` when it names none). ``channel``
+        overrides.
+
+        Raises:
+            ValueError: no code or description.
+            MessageRefused, SendFailed: as :meth:`send`.
+        """
+        message = request.message if isinstance(request, Received) else request
+        header = message["messageHeader"]
+        if channel is None:
+            channel = "input" if self.url.scheme in _BROKERED else str(header.get("returnAddress") or "responses")
+        return self.send(failure_reply(message, error_code, description), channel=channel)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:

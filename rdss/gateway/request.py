@@ -10,7 +10,9 @@ As the spec's sequence diagram has it: the reply channel's shards are listed, an
 polled from its own thread, from the moment before the request is sent (so a fast reply cannot
 be missed), sleeping the gateway's ``reply_poll_interval`` between empty polls; when one thread
 finds the reply, all stop. A reply that travels as a sequence is reassembled first; an expired
-or invalid one is not a reply. No reply in time raises :class:`RequestTimeout`.
+or invalid one is not a reply. No reply in time raises :class:`RequestTimeout`; a failure reply
+(the responder's ``reply_error``: errorCode and errorDescription in its header) raises
+:class:`RequestFailed` as soon as it is found - within a poll interval of its arrival.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import orjson
 
 from rdss.gateway.backend import Consumer, Delivery, Transport
-from rdss.gateway.exceptions import RequestTimeout
+from rdss.gateway.exceptions import RequestFailed, RequestTimeout
 from rdss.gateway.repository import RECEIVED, Entry, Repository
 from rdss.gateway.send import Receipt, Sendable
 from rdss.messages import Message
@@ -49,6 +51,7 @@ def request(
 
     Raises:
         RequestTimeout: no reply in time.
+        RequestFailed: the reply is a failure reply (its errorCode and errorDescription).
         MessageRefused, SendFailed: from sending the request.
     """
     outgoing, address = _with_return_address(message, reply_to)
@@ -64,6 +67,11 @@ def request(
     if reply is None:
         raise RequestTimeout(request_id, address, timeout)
     repository.record([Entry.of(header, RECEIVED) for header in parts])
+    header = reply["messageHeader"]
+    if header.get("errorCode"):  # a failure reply: the responder could not answer, and says why
+        raise RequestFailed(
+            str(header["errorCode"]), str(header.get("errorDescription", "")), request_id=request_id, reply=reply
+        )
     return reply
 
 

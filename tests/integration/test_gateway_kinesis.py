@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from rdss import decoration, timestamps
-from rdss.gateway import MessageRefused, SendFailed, select
+from rdss.gateway import MessageRefused, RequestFailed, SendFailed, select
 from rdss.gateway.checkpoints import SHARD_END, TRIM_HORIZON, DynamoLeaseStore, Lease
 from rdss.messages import new_message, reply
 from rdss.workload import Workload
@@ -141,6 +141,47 @@ def test_expired_messages_go_to_the_error_channel(system: System):
     [moved] = system.read("error")
     assert orjson.loads(moved)["messageHeader"]["errorCode"] == "GENERR003"
     assert decoration.original(moved) == payload
+
+
+def test_a_failure_reply_through_the_broker_raises_request_failed(system: System):
+    """The responder cannot answer: its reply_error goes to input like any reply, the broker
+    routes it to the request's returnAddress, and the requester raises RequestFailed."""
+    stop = threading.Event()
+
+    def broker() -> None:
+        mapping = system.mapping("input", system.handler(system.broker()))
+        while not stop.is_set():
+            mapping.poll()
+            stop.wait(0.05)
+
+    def responder() -> None:
+        gateway = open_gateway(system, "responder")
+        gateway.listen(
+            "metadata",
+            lambda received: gateway.reply_error(received, "APPERRMET003", "no such object here"),
+            stop=stop,
+            poll_interval=0.05,
+            selector=select(message_type="MetadataRead"),
+        )
+
+    threads = [threading.Thread(target=broker), threading.Thread(target=responder)]
+    for thread in threads:
+        thread.start()
+    try:
+        requester = open_gateway(system, "requester", reply_poll_interval=0.1)
+        read = Workload(49).message("MetadataRead", "Command")
+        read["messageHeader"]["returnAddress"] = "vocabulary"  # not the default: the broker looks it up
+        with pytest.raises(RequestFailed) as failed:
+            requester.request(read, timeout=60)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert (failed.value.error_code, failed.value.error_description) == ("APPERRMET003", "no such object here")
+    assert failed.value.reply["messageHeader"]["correlationId"] == read["messageHeader"]["messageId"]
+    [routed] = [orjson.loads(r) for r in system.read("vocabulary") if b"APPERRMET003" in r]
+    assert routed == failed.value.reply
+    assert system.read("invalid") == []
 
 
 def test_request_reply_through_the_broker(system: System):

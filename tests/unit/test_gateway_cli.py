@@ -91,6 +91,33 @@ def test_tail_without_from_start_shows_only_new_records(url, capsys):
     assert (code, out) == (0, "")
 
 
+def test_request_answered_with_a_failure_reply_exits_1_and_prints_the_code(url, capsys, tmp_path):
+    read = Workload(5).message("MetadataRead", "Command")
+
+    def respond() -> None:
+        g = Gateway(url, application="responder")
+        g.listen(
+            "input",
+            lambda received: g.reply_error(received, "APPERRMET003", "no such object"),
+            max_messages=1,
+            idle_timeout=5,
+            poll_interval=0.02,
+            selector=select(message_class="Command"),
+        )
+
+    thread = threading.Thread(target=respond)
+    thread.start()
+    code, out, err = run(
+        capsys, "request", str(write(tmp_path, "read.json", read)), "--timeout", "30", "--interval", "0.05"
+    )
+    thread.join(10)
+    assert code == 1
+    assert err.startswith("rdss request: the request failed: APPERRMET003: no such object (the reply to ")
+    failure = orjson.loads(out)
+    assert failure["messageHeader"]["errorCode"] == "APPERRMET003"
+    assert failure["messageHeader"]["correlationId"] == read["messageHeader"]["messageId"]
+
+
 def test_request_prints_the_reply(url, capsys, tmp_path):
     read = Workload(4).message("MetadataRead", "Command")
     document = reply(read, Workload(4).research_object())

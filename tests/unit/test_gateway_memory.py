@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -14,12 +15,13 @@ import orjson
 import pytest
 
 from rdss import timestamps
-from rdss.gateway import Gateway, MessageRefused, Received, RequestTimeout, SendFailed, select
+from rdss.gateway import Gateway, MessageRefused, Received, RequestFailed, RequestTimeout, SendFailed, select
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.consumer import Receiver
 from rdss.gateway.repository import RECEIVED, SENT, TO_SEND
 from rdss.messages import new_message, reply
 from rdss.retry import Backoff
+from rdss.validation import validate
 from rdss.workload import Workload
 
 FAST = Backoff(max_retries=3, base=0.001)
@@ -459,6 +461,55 @@ def responder(bus_name: str, *, split_reply: bool = False) -> threading.Thread:
     thread = threading.Thread(target=run)
     thread.start()
     return thread
+
+
+def test_a_failure_reply_raises_request_failed_within_a_poll_interval(bus_name):
+    """The responder has no such object: ``reply_error`` answers APPERRMET003 and the requester
+    learns it at its next poll of the reply channel, not at its timeout."""
+    interval, timeout = 0.2, 60.0
+    answered: list[float] = []
+
+    def run() -> None:
+        g = gateway(bus_name, "responder")
+
+        def answer(received: Received) -> None:
+            g.reply_error(received, "APPERRMET003", f"no object {received.body['objectUuid']}")
+            answered.append(time.monotonic())
+
+        g.listen(
+            "input",
+            answer,
+            max_messages=1,
+            idle_timeout=5,
+            poll_interval=0.01,
+            selector=select(message_class="Command"),
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    requester = Gateway(f"memory://{bus_name}", application="requester", reply_poll_interval=interval)
+    read = Workload(26).message("MetadataRead", "Command")
+    with pytest.raises(RequestFailed) as failed:
+        requester.request(read, timeout=timeout)
+    raised = time.monotonic()
+    thread.join(10)
+    assert failed.value.error_code == "APPERRMET003"
+    assert failed.value.error_description == f"no object {read['messageBody']['objectUuid']}"
+    header = failed.value.reply["messageHeader"]
+    assert header["correlationId"] == read["messageHeader"]["messageId"]
+    assert (header["messageType"], header["messageClass"]) == ("MetadataRead", "Document")
+    assert failed.value.reply["messageBody"] == read["messageBody"]  # says what was not found
+    assert validate(orjson.dumps(failed.value.reply)).valid  # the classifier accepts the failure reply
+    # found at the first poll after it arrived (threads and a loaded machine aside)
+    assert raised - answered[0] < interval + 2.0
+    # the failure reply was received like any reply: recorded, so it is not delivered again
+    assert requester.repository.entry(header["messageId"]).status == RECEIVED  # type: ignore[union-attr]
+
+
+def test_reply_error_needs_a_code_and_a_description(bus_name):
+    read = Workload(27).message("MetadataRead", "Command")
+    with pytest.raises(ValueError, match="errorCode and an errorDescription"):
+        gateway(bus_name).reply_error(read, "APPERRMET003", "")
 
 
 @pytest.mark.parametrize("split_reply", [False, True])

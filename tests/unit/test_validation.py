@@ -10,7 +10,7 @@ import pytest
 
 from rdss import MAX_MESSAGE_BYTES
 from rdss.errors import ChannelKind, ErrorCode
-from rdss.messages import new_message
+from rdss.messages import failure_reply, new_message
 from rdss.sequences import split
 from rdss.validation import validate, validate_message
 from rdss.workload import Workload
@@ -154,6 +154,23 @@ def test_a_document_answering_a_read_needs_a_correlation_id(message_type: str):
     assert "correlationId" in verdict.error_description
     # a Command asking for the read needs none
     assert code(Workload(5).message(message_type, "Command")) is None
+
+
+@pytest.mark.parametrize(
+    ("message_type", "error_code"), [("MetadataRead", "APPERRMET003"), ("VocabularyRead", "APPERRVOC002")]
+)
+def test_a_failure_reply_carries_its_requests_body(message_type: str, error_code: str):
+    request = Workload(6).message(message_type, "Command")
+    failure = failure_reply(request, error_code, "not found here")
+    assert code(failure) is None
+    assert failure["messageBody"] == request["messageBody"]
+    # without its errorCode (or correlationId) it is an ordinary Document, whose body is wrong
+    plain = copy.deepcopy(failure)
+    del plain["messageHeader"]["errorCode"], plain["messageHeader"]["errorDescription"]
+    assert code(plain) == "GENERR001"
+    # and the request's body must still be right
+    failure["messageBody"] = {"unexpected": True}
+    assert code(failure) == "GENERR001"
 
 
 # -- type: GENERR002 ---------------------------------------------------------------------------
