@@ -1,46 +1,57 @@
 """Audit compaction: the raw audit archive as Firehose writes it becomes curated Parquet.
 
-Input: gzip objects of newline-delimited records under Hive-style hour prefixes
+Input (``--input``): gzip objects of newline-delimited records under Hive-style hour prefixes
 (``audit/year=/month=/day=/hour=/<stream>-<version>-<yyyy-MM-dd-HH-mm-ss>-<uuid>.gz``), read
 recursively. Every line is the exact bytes a producer published, so it may be anything.
 
+Optionally (``--errors``) the errors archive: the records the broker moved to the invalid and
+error channels, decorated (rdss/decoration.py). With it, records are accounted as the broker
+decided, record by record (:func:`matched`): a line whose bytes are those of a rejection the
+broker made is a rejection, never a duplicate nor a messageId's curated row, so that producers'
+broken copies of a message (resent under its messageId) no longer count as duplicates of it.
+
 Output, under ``--output``:
 
-* ``messages/dt=<yyyy-MM-dd>/messageType=<type>/``: one row per unique messageId
+* ``messages/dt=<yyyy-MM-dd>/messageType=<type>/``: one row per messageId the broker accepted
   (:data:`schema.CURATED_COLUMNS`). The first-seen record wins: earliest archivedAt, then
   object key, then line within the object, so a re-run over the same archive gives the same rows.
-* ``rejects/``: every line that is not JSON or carries no messageId, with the raw line and the
-  reason (:data:`schema.REJECT_COLUMNS`); nothing is dropped.
-* ``duplicates/``: per messageId seen more than once, how many records were discarded
-  (:data:`schema.DUPLICATE_COLUMNS`), so the report can give a duplicate rate.
+* ``rejects/``: every line that is not JSON or carries no messageId, and every record the broker
+  rejected, with the raw line, the reason and the broker's errorCode
+  (:data:`schema.REJECT_COLUMNS`); nothing is dropped.
+* ``duplicates/``: per messageId the broker accepted more than one record of, how many it
+  dropped as duplicates (:data:`schema.DUPLICATE_COLUMNS`), so the report can give a duplicate rate.
 
-Locally: ``python glue_jobs/audit_compaction.py --input PATH --output PATH`` on ``local[*]``.
-On AWS Glue (``--input s3://... --output s3://...``, ``--JOB_NAME``) the same file reads the
+Locally: ``python glue_jobs/audit_compaction.py --input PATH --output PATH [--errors PATH]`` on
+``local[*]``. On AWS Glue (``s3://`` paths, ``--JOB_NAME``) the same file reads the audit
 archive through a bookmarked source, so each run takes only objects it has not seen, and drops
-records whose messageId an earlier run already curated.
+records whose messageId an earlier run already curated; the errors archive is read whole on
+every run (it holds a small share of the traffic; the report reads it whole too). A rejection
+archived after the run that read its record (Firehose buffers both archives) is not matched by
+a later run: that record is counted as the broker accepted it.
 
-Only pyspark, the standard library and ``schema.py`` are imported: Glue runs this file
-without the ``rdss`` package.
+Only pyspark, the standard library, ``schema.py`` and ``runtime.py`` are imported: Glue runs
+this file without the ``rdss`` package.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
 try:
-    from glue_jobs import schema
+    from glue_jobs import runtime, schema
 except ModuleNotFoundError:  # on Glue (--extra-py-files) and when run as glue_jobs/<job>.py
+    import runtime  # type: ignore[no-redef,import-not-found]
     import schema  # type: ignore[no-redef,import-not-found]
 
 #: The lines the transforms take: the raw line, the object it is in, and a number that
@@ -49,14 +60,14 @@ LINE_COLUMNS = ("line", "source", "lineNumber")
 #: The objects the lines come from: when each was archived, and its place in archive order.
 OBJECT_COLUMNS = ("source", "archivedAt", "archivedDay", "objectRank")
 
-#: Where the job's Java half is built (``make setup``): the line parser Spark calls. On Glue
+#: Where the job's Java half is built (``make setup``): the line parsers Spark calls. On Glue
 #: the same jar is passed with ``--extra-jars``.
 LIB = Path(__file__).resolve().parent / "lib"
 JAR = LIB / "rdss-glue.jar"
 #: A class-data-sharing archive of the classes a run loads (``make setup`` records it): the
 #: JVM maps them instead of loading and verifying them one by one. Used when present.
 CDS_ARCHIVE = LIB / "spark-classes.jsa"
-#: The SQL function that parses a line (glue_jobs/java/rdss/glue/AuditHeader.java).
+#: The SQL function that parses an audit line (glue_jobs/java/rdss/glue/AuditHeader.java).
 HEADER_FUNCTION = "rdss_audit_header"
 HEADER_CLASS = "rdss.glue.AuditHeader"
 #: The struct it returns: the header members the curated table needs, the two timestamps
@@ -81,6 +92,21 @@ HEADER_FIELDS = T.StructType(
         T.StructField("json", T.BooleanType()),
     ]
 )
+#: The SQL function that reads an errors-archive record (glue_jobs/java/rdss/glue/ErrorRecord.java):
+#: its errorCode, and the SHA-256, length and CRC-32 of the payload as it was before decoration
+#: (rdss/decoration.py ``original``); for a Claim Check, the SHA-256 and length it carries.
+ERROR_FUNCTION = "rdss_error_record"
+ERROR_CLASS = "rdss.glue.ErrorRecord"
+ERROR_RECORD_FIELDS = T.StructType(
+    [
+        T.StructField("errorCode", T.StringType()),
+        T.StructField("sha256", T.StringType()),
+        T.StructField("bytes", T.LongType()),
+        T.StructField("crc32", T.LongType()),
+    ]
+)
+#: Which channel an errors-archive object belongs to, from its key.
+ERROR_CHANNEL = r"/(invalid|error)/year=\d{4}/"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # separators of the object list handed to Spark: no object key holds either
@@ -90,22 +116,9 @@ UNIQUE_COLUMNS = ("messageId", "correlationId", "sequence", "publishedTimestamp"
 # monotonically_increasing_id keeps a row's place within its task in the low 33 bits
 _LINE_BITS = 33
 
-#: Spark settings every run needs, local or on Glue: UTC everywhere (dt is a UTC date), no
-#: ANSI errors on odd input, and timestamps written as Parquet INT64 microseconds without
-#: calendar rebasing, so that a producer's year-1 timestamp is stored as sent.
-SESSION_SETTINGS = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.ansi.enabled": "false",
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
-    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
-}
-#: Start-up settings for a local run on a small machine (measured on 2 cores: see README).
+#: Start-up settings of a local run on a small machine (measured on 2 cores: see README), on
+#: top of the shared ones (runtime.LOCAL_SETTINGS).
 LOCAL_SETTINGS = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
-    "spark.sql.shuffle.partitions": "4",
     "spark.sql.files.openCostInBytes": str(1 << 20),
     "spark.sql.files.maxPartitionBytes": str(64 << 20),
     # On 2 cores the JIT compilers compete with the tasks for the whole run (a cold run spends
@@ -122,6 +135,25 @@ LOCAL_SETTINGS = {
     # it stays on.)
     "spark.sql.adaptive.enabled": "false",
 }
+
+
+@dataclass(frozen=True)
+class Rejections:
+    """The records the broker moved to the invalid and error channels, as :func:`rejections`
+    gives them (``digest, errorCode``, one row per record), and the payload lengths of those
+    that are Claim Checks (their bytes are in S3, so only length and digest are known)."""
+
+    records: DataFrame
+    claim_check_sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What the job writes: the curated rows, the rejects and the duplicates per messageId."""
+
+    messages: DataFrame
+    rejects: DataFrame
+    duplicates: DataFrame
 
 
 # -- transforms ------------------------------------------------------------------------------------
@@ -164,11 +196,13 @@ def normalised_type(message_type: Column) -> Column:
 
 
 def register(spark: SparkSession) -> None:
-    """Make :data:`HEADER_FUNCTION` callable in ``spark``: the jar must be on its classpath."""
+    """Make :data:`HEADER_FUNCTION` and :data:`ERROR_FUNCTION` callable in ``spark``: the jar
+    must be on its classpath."""
     try:
         spark.udf.registerJavaFunction(HEADER_FUNCTION, HEADER_CLASS, HEADER_FIELDS)
+        spark.udf.registerJavaFunction(ERROR_FUNCTION, ERROR_CLASS, ERROR_RECORD_FIELDS)
     except Exception as error:
-        if HEADER_CLASS not in str(error) and "ClassNotFound" not in str(error):
+        if "rdss.glue." not in str(error) and "ClassNotFound" not in str(error):
             raise
         raise RuntimeError(
             f"{HEADER_CLASS} is not on Spark's classpath: build {JAR} (make setup) and start Spark with it "
@@ -176,21 +210,65 @@ def register(spark: SparkSession) -> None:
         ) from error
 
 
-def parse(lines: DataFrame) -> DataFrame:
+def rejections(lines: DataFrame) -> DataFrame:
+    """Errors-archive lines (``line, source``) as ``digest, errorCode, channel, bytes, crc32``:
+    one row per record the broker itself moved there.
+
+    A record whose code the broker's classifier never gives (:data:`schema.BROKER_CODES`) was
+    accepted by the broker and failed later, at a consumer; a record that is not a decorated
+    record (its payload cannot be recovered) cannot be matched and is left out.
+    """
+    record = F.call_udf(ERROR_FUNCTION, F.col("line").cast("binary"))
+    read = lines.select(record.alias("record"), F.regexp_extract("source", ERROR_CHANNEL, 1).alias("channel"))
+    field = F.col("record").getField
+    broker = field("errorCode").isin(*schema.BROKER_CODES) & field("sha256").isNotNull()
+    return read.where(broker).select(
+        field("sha256").alias("digest"),
+        field("errorCode").alias("errorCode"),
+        F.col("channel"),
+        field("bytes").alias("bytes"),
+        field("crc32").alias("crc32"),
+    )
+
+
+def _payload_key(size: Column, crc: Column) -> Column:
+    """One long per (length, CRC-32): the cheap test that a line may be a rejected payload."""
+    return size * F.lit(1 << 32) + crc
+
+
+def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
     """Each line's header fields, read by :data:`HEADER_FUNCTION` (an explicit schema, no inference).
 
     ``lines`` has :data:`LINE_COLUMNS`. The result has the curated columns but archivedAt and
     dt, the messageType partition value, the UTC day of publication, ``source`` and
-    ``lineNumber``, and for a line with no messageId (a reject) the raw line and whether it is
-    JSON at all. A field of the wrong type becomes null, never an error.
+    ``lineNumber``; for a line with no messageId (a reject) the raw line and whether it is
+    JSON at all; and ``digest``, the SHA-256 of a line that may be one of the ``rejected``
+    payloads (its length and CRC-32 are one's), which keeps its raw line too. A field of the
+    wrong type becomes null, never an error.
     """
     header = F.call_udf(HEADER_FUNCTION, F.col("line").cast("binary"))
     parsed = lines.select("line", "source", "lineNumber", header.alias("header"))
+    candidate: Column = F.lit(False)
+    if rejected is not None:
+        # Hashing every line would cost more than parsing it: only lines of a rejected
+        # payload's length and CRC-32 are hashed (or of a Claim Check's length, the only thing
+        # known of it besides its digest).
+        size = F.octet_length(F.col("line"))
+        known = rejected.records.where(F.col("crc32").isNotNull())
+        keys = known.select(_payload_key(F.col("bytes"), F.col("crc32")).alias("_key")).distinct()
+        line_key = _payload_key(size, F.crc32(F.col("line").cast("binary")))
+        parsed = parsed.withColumn("_key", line_key).join(
+            F.broadcast(keys.withColumn("_candidate", F.lit(True))), "_key", "left"
+        )
+        candidate = F.coalesce(F.col("_candidate"), F.lit(False))
+        if rejected.claim_check_sizes:
+            candidate = candidate | size.isin(*rejected.claim_check_sizes)
+    digest = F.when(candidate, F.sha2(F.col("line").cast("binary"), 256))
     field = F.col("header").getField
     message_id = field("messageId")
-    rejected = message_id.isNull() | (message_id == "")
+    no_message_id = message_id.isNull() | (message_id == "")
     return parsed.select(
-        F.when(~rejected, message_id).alias("messageId"),
+        F.when(~no_message_id, message_id).alias("messageId"),
         field("messageClass").alias("messageClass"),
         field("correlationId").alias("correlationId"),
         field("sequence").alias("sequence"),
@@ -206,8 +284,9 @@ def parse(lines: DataFrame) -> DataFrame:
         field("publishedDay").alias("publishedDay"),
         F.col("source"),
         F.col("lineNumber"),
-        F.when(rejected, F.col("line")).alias("rejectedLine"),
-        F.when(rejected, field("json")).alias("rejectedJson"),
+        F.when(no_message_id | candidate, F.col("line")).alias("rejectedLine"),
+        F.when(no_message_id, field("json")).alias("rejectedJson"),
+        digest.alias("digest"),
     )
 
 
@@ -231,8 +310,37 @@ def locate(parsed: DataFrame, archive_objects: DataFrame) -> DataFrame:
         F.col("messageType"),
         F.col("archivedAt"),
         order_key.alias("orderKey"),
-        F.when(F.col("messageId").isNull(), F.col("source")).alias("rejectedFrom"),
+        F.when(F.col("rejectedLine").isNotNull(), F.col("source")).alias("rejectedFrom"),
     )
+
+
+def matched(records: DataFrame, rejected: DataFrame) -> DataFrame:
+    """Which records the broker rejected: ``orderKey, rejectedCode`` (from :func:`locate`'s
+    records and :func:`rejections`' rows).
+
+    A multiset match on the payload's SHA-256: a digest the errors archive holds k times marks
+    k records with it, and no more. Among byte-identical records, the latest k in archive order:
+    the broker's verdict on the same bytes changes only with time (an expiry passes), so if
+    copies were treated differently, the later ones were refused.
+    """
+    lines = records.where(F.col("digest").isNotNull()).select("digest", "orderKey")
+    latest_first = Window.partitionBy("digest").orderBy(F.col("orderKey").desc())
+    ranked = lines.withColumn("copy", F.row_number().over(latest_first))
+    numbered = rejected.withColumn("copy", F.row_number().over(Window.partitionBy("digest").orderBy("errorCode")))
+    return ranked.join(numbered, ["digest", "copy"]).select("orderKey", F.col("errorCode").alias("rejectedCode"))
+
+
+def judged(records: DataFrame, matches: DataFrame | None) -> DataFrame:
+    """``records`` with ``rejectedCode``: the broker's errorCode for those :func:`matched` found
+    rejected, else null (and null for all when there is no errors archive to go by)."""
+    if matches is None:
+        return records.withColumn("rejectedCode", F.lit(None).cast("string"))
+    return records.join(F.broadcast(matches), "orderKey", "left")
+
+
+def accepted(records: DataFrame) -> DataFrame:
+    """The records the broker accepted: a messageId, and no rejection of theirs in the errors archive."""
+    return records.where(F.col("messageId").isNotNull() & F.col("rejectedCode").isNull())
 
 
 def repeated(records: DataFrame) -> DataFrame:
@@ -265,24 +373,52 @@ def duplicates(repeats: DataFrame) -> DataFrame:
 
 
 def rejects(records: DataFrame) -> DataFrame:
-    """Every line without a messageId, raw, with the reason (:data:`schema.REJECT_COLUMNS`).
+    """Every line without a messageId and every record the broker rejected, raw, with the reason
+    and the broker's errorCode (:data:`schema.REJECT_COLUMNS`); ``records`` as :func:`judged` gives them.
 
     A line that is not valid UTF-8 is kept base64-encoded (reason ``not UTF-8``) so the table
     holds only valid strings and the bytes can still be recovered exactly.
     """
-    missing = records.where(F.col("messageId").isNull())
+    missing = F.col("messageId").isNull()
+    refused = records.where(missing | F.col("rejectedCode").isNotNull())
     text = F.col("rejectedLine")
     raw = text.cast("binary")
     valid_utf8 = F.encode(F.decode(raw, "UTF-8"), "UTF-8") == raw
     reason = (
         F.when(~valid_utf8, F.lit(schema.REJECT_NOT_UTF8))
-        .when(~F.col("rejectedJson"), F.lit(schema.REJECT_NOT_JSON))
-        .otherwise(F.lit(schema.REJECT_NO_MESSAGE_ID))
+        .when(missing & ~F.col("rejectedJson"), F.lit(schema.REJECT_NOT_JSON))
+        .when(missing, F.lit(schema.REJECT_NO_MESSAGE_ID))
+        .otherwise(F.lit(schema.REJECT_BY_BROKER))
     )
     line = F.when(valid_utf8, text).otherwise(F.base64(raw))
-    return missing.select(
-        line.alias("line"), reason.alias("reason"), F.col("rejectedFrom").alias("source"), F.col("archivedAt")
+    return refused.select(
+        line.alias("line"),
+        reason.alias("reason"),
+        F.col("rejectedFrom").alias("source"),
+        F.col("archivedAt"),
+        F.col("rejectedCode").alias("errorCode"),
     )
+
+
+def compact(records: DataFrame, matches: DataFrame | None = None, *, repeats: DataFrame | None = None) -> Outputs:
+    """The three tables from :func:`locate`'s records and :func:`matched`'s verdicts.
+
+    ``repeats``: :func:`repeated` of the accepted records, when the caller has it already.
+    """
+    records = judged(records, matches)
+    valid = accepted(records)
+    if repeats is None:
+        repeats = repeated(valid)
+    return Outputs(curated(winners(valid, repeats)), rejects(records), duplicates(repeats))
+
+
+def transform(lines: DataFrame, archive_objects: DataFrame, rejected: Rejections | None = None) -> Outputs:
+    """The whole compaction as one function of DataFrames (what :func:`run` does, without
+    keeping intermediate results or writing): lines with :data:`LINE_COLUMNS`, the objects
+    they are in (:func:`objects`) and the broker's rejections, if known."""
+    records = locate(parse(lines, rejected), archive_objects)
+    matches = None if rejected is None else matched(records, rejected.records)
+    return compact(records, matches)
 
 
 def split_seen(rows: DataFrame, existing: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -299,13 +435,19 @@ def split_seen(rows: DataFrame, existing: DataFrame) -> tuple[DataFrame, DataFra
 
 
 def read_archive(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame]:
-    """Every line of every object under ``path`` (recursively), and the objects.
+    """Every line of every object under ``path`` (recursively), numbered, and the objects."""
+    lines, sources = runtime.Context(spark, {}).archive_lines(path)
+    return with_line_numbers(lines), objects(spark, sources)
 
-    Lines split on ``\\n`` only, as Firehose's delimiter is; a ``\\r`` stays part of a line.
-    """
-    raw = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text(path)
-    lines = with_line_numbers(raw.select(F.col("value").alias("line"), F.input_file_name().alias("source")))
-    return lines, objects(spark, raw.inputFiles())
+
+def read_rejections(context: runtime.Context, path: str) -> Rejections:
+    """The broker's rejections in the errors archive under ``path`` (read whole, no bookmark),
+    kept for the run (they are read twice: to pick candidate lines, and to match them)."""
+    register(context.spark)
+    lines, _ = context.archive_lines(path)
+    rows = rejections(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    claim_checks = rows.where(F.col("crc32").isNull()).select("bytes").distinct().collect()
+    return Rejections(rows, tuple(sorted(int(row["bytes"]) for row in claim_checks)))
 
 
 def with_line_numbers(lines: DataFrame) -> DataFrame:
@@ -318,45 +460,61 @@ def with_line_numbers(lines: DataFrame) -> DataFrame:
 
 
 def run(
-    spark: SparkSession, lines: DataFrame, archive_objects: DataFrame, output: str, *, incremental: bool = False
+    spark: SparkSession,
+    lines: DataFrame,
+    archive_objects: DataFrame,
+    output: str,
+    *,
+    incremental: bool = False,
+    rejected: Rejections | None = None,
 ) -> dict[str, int]:
     """The whole job: parse once, write messages, rejects and duplicates; the counts of this run.
 
     ``incremental`` (Glue, with bookmarks): append, leaving out messageIds earlier runs curated.
+    ``rejected``: the broker's rejections (:func:`read_rejections`); with them the counts also
+    say how many lines were matched to one (``brokerRejections``) and how many rejections no
+    line of this run was (``unmatchedRejections``: on Glue, also those of earlier runs' lines).
     """
-    for key, value in SESSION_SETTINGS.items():
-        spark.conf.set(key, value)
+    runtime.apply_settings(spark, JOB)
     register(spark)
     base = output.rstrip("/")
     mode = "append" if incremental else "overwrite"
-    records = kept_once(spark, locate(parse(lines), archive_objects))
+    records = kept_once(spark, locate(parse(lines, rejected), archive_objects))
+    extra: dict[str, int] = {}
     try:
-        repeats = repeated(records).persist(StorageLevel.MEMORY_AND_DISK)
+        matches = None
+        if rejected is not None:
+            matches = matched(records, rejected.records).persist(StorageLevel.MEMORY_AND_DISK)
+            extra["brokerRejections"] = matches.count()
+            extra["unmatchedRejections"] = rejected.records.count() - extra["brokerRejections"]
+        valid = accepted(judged(records, matches))
+        repeats = repeated(valid).persist(StorageLevel.MEMORY_AND_DISK)
         repeats.count()  # materialised, so the planner knows how small it is and broadcasts it
-        kept = winners(records, repeats)
-        dups = duplicates(repeats)
+        outputs = compact(records, matches, repeats=repeats)
+        kept, dups = outputs.messages, outputs.duplicates
         existing = _curated_so_far(spark, base) if incremental else None
         if existing is not None:
-            kept, earlier = split_seen(kept, existing)
+            kept, earlier = split_seen(winners(valid, repeats), existing)
+            kept = curated(kept)
             earlier = earlier.select("messageId", F.col("copies").cast("bigint").alias("discarded"))
             dups = dups.join(earlier, "messageId", "left_anti").unionByName(earlier)
         partitions = [name for name, _ in schema.CURATED_PARTITIONS]
         # counted while written (Observation), not by more passes over the data
         written, refused, dropped = Observation("messages"), Observation("rejects"), Observation("duplicates")
-        rows = curated(kept).observe(written, F.count(F.lit(1)).alias("n"))
+        rows = kept.observe(written, F.count(F.lit(1)).alias("n"))
         # One writer per core, each sorting its rows by dt and messageType (Spark's planned
         # write) and writing one file at a time: on two cores that beat keeping a Parquet
         # file open per folder (a dozen or more per task) by about a second at 1M records.
         writer = rows.coalesce(spark.sparkContext.defaultParallelism).write.mode(mode).partitionBy(*partitions)
         for column in UNIQUE_COLUMNS:  # a dictionary of values that never repeat is wasted work
             writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-        rejected = rejects(records).observe(refused, F.count(F.lit(1)).alias("n"))
+        rejected_rows = outputs.rejects.observe(refused, F.count(F.lit(1)).alias("n"))
         dups = dups.observe(dropped, F.coalesce(F.sum("discarded"), F.lit(0)).alias("n"))
         # The three writes are independent: run together, one job is planned, and its files
         # committed, while another's tasks use the cores.
         concurrently(
             lambda: writer.parquet(f"{base}/messages"),
-            lambda: rejected.coalesce(1).write.mode(mode).parquet(f"{base}/rejects"),
+            lambda: rejected_rows.coalesce(1).write.mode(mode).parquet(f"{base}/rejects"),
             lambda: dups.coalesce(1).write.mode(mode).parquet(f"{base}/duplicates"),
         )
     finally:
@@ -366,7 +524,7 @@ def run(
         name: int(seen.get["n"])
         for name, seen in (("messages", written), ("rejects", refused), ("duplicates", dropped))
     }
-    return {"lines": sum(counts.values()), **counts}
+    return {"lines": sum(counts.values()), **counts, **extra}
 
 
 def concurrently(*jobs: Callable[[], None]) -> None:
@@ -391,7 +549,7 @@ def kept_once(spark: SparkSession, records: DataFrame) -> DataFrame:
 
 def release(records: DataFrame) -> None:
     """Free what :func:`kept_once` kept (a long-lived session runs many jobs)."""
-    plan = records._jdf.queryExecution().logical()
+    plan: Any = records._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() == "LogicalRDD":
         plan.rdd().unpersist(False)
     else:
@@ -407,92 +565,54 @@ def _curated_so_far(spark: SparkSession, base: str) -> DataFrame | None:
         raise
 
 
-def local_session(app: str = "rdss-audit-compaction", *, record_classes: Path | None = None) -> SparkSession:
-    """A SparkSession on ``local[*]`` tuned for a small machine, with :data:`JAR` on its classpath
-    and :data:`CDS_ARCHIVE` when there is one.
+def execute(context: runtime.Context) -> Mapping[str, int]:
+    """The job where it runs: the archives in (the audit archive bookmarked on Glue), the tables out."""
+    spark = context.spark
+    register(spark)
+    lines, sources = context.archive_lines(context.argument("input"), bookmark="audit_archive")
+    errors = context.arguments["errors"]
+    rejected = read_rejections(context, errors) if errors else None
+    return run(
+        spark,
+        with_line_numbers(lines),
+        objects(spark, sources),
+        context.argument("output"),
+        incremental=context.on_glue,
+        rejected=rejected,
+    )
 
-    ``record_classes``: instead, have the JVM write the classes it loaded there as it exits
-    (``python -m rdss.sparkcds`` records :data:`CDS_ARCHIVE` so).
-    """
-    if not JAR.is_file():
-        raise FileNotFoundError(f"{JAR} is missing: build it with `make setup` (javac, from glue_jobs/java/)")
-    settings = {**LOCAL_SETTINGS, **SESSION_SETTINGS, "spark.driver.extraClassPath": str(JAR)}
-    options = settings["spark.driver.extraJavaOptions"]
-    quiet = " -Xlog:cds=off -Xlog:cds+dynamic=off"  # classes it cannot archive are no news
-    if record_classes is not None:
-        options += f" -XX:ArchiveClassesAtExit={record_classes}{quiet}"
-    elif CDS_ARCHIVE.is_file():
-        # -Xshare:auto: an archive that no longer matches the JVM or the classpath is ignored
-        options += f" -XX:SharedArchiveFile={CDS_ARCHIVE} -Xshare:auto{quiet}"
-    settings["spark.driver.extraJavaOptions"] = options
-    builder = SparkSession.builder.master("local[*]").appName(app)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+
+JOB = runtime.Job(
+    name="audit-compaction",
+    description="Compact the raw audit archive into curated Parquet.",
+    arguments=(
+        runtime.Argument("input", "the audit archive (a directory or s3:// prefix, read recursively)"),
+        runtime.Argument("output", "where messages/, rejects/ and duplicates/ go"),
+        runtime.Argument(
+            "errors",
+            "the errors archive (invalid/ and error/ under it): records the broker moved there are "
+            "rejections, not duplicates",
+            required=False,
+        ),
+    ),
+    run=execute,
+    local_settings=LOCAL_SETTINGS,
+    jars=(JAR,),
+    class_archive=CDS_ARCHIVE,
+)
+
+
+def local_session(app: str | None = None, *, record_classes: Path | None = None) -> SparkSession:
+    """A local SparkSession for this job (:func:`runtime.local_session`): the jar on its
+    classpath, the class-data-sharing archive mapped when there is one, or recorded to
+    ``record_classes``."""
+    return runtime.local_session(JOB, app=app, record_classes=record_classes)
 
 
 def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
-    """Local entry point: ``--input PATH --output PATH``; prints the counts as JSON."""
-    parser = argparse.ArgumentParser(description="Compact the raw audit archive into curated Parquet.")
-    parser.add_argument("--input", required=True, help="the audit archive (a directory, read recursively)")
-    parser.add_argument("--output", required=True, help="where messages/, rejects/ and duplicates/ go")
-    args = parser.parse_args(argv)
-    session = spark or local_session()
-    try:
-        lines, archive_objects = read_archive(session, args.input)
-        counts = run(session, lines, archive_objects, args.output)
-    finally:
-        if spark is None:
-            session.stop()
-    print(json.dumps(counts, sort_keys=True))
-    return 0
-
-
-def glue_main() -> None:
-    """AWS Glue entry point: bookmarked read of new objects, incremental append."""
-    from awsglue.context import GlueContext
-    from awsglue.job import Job
-    from awsglue.utils import getResolvedOptions
-    from pyspark.context import SparkContext
-
-    args = getResolvedOptions(sys.argv, ["JOB_NAME", "input", "output"])
-    glue = GlueContext(SparkContext.getOrCreate())
-    spark = glue.spark_session
-    job = Job(glue)
-    job.init(args["JOB_NAME"], args)
-    # A bookmarked source hands over only objects earlier runs have not processed. As CSV with
-    # quoting off and a separator no valid JSON text contains raw (U+0001), each line arrives
-    # whole in one column; a malformed line holding that byte arrives split and is rejoined.
-    frame = glue.create_dynamic_frame.from_options(
-        connection_type="s3",
-        connection_options={"paths": [args["input"]], "recurse": True, "groupFiles": "none"},
-        format="csv",
-        format_options={"separator": "\u0001", "quoteChar": -1, "withHeader": False},
-        transformation_ctx="audit_archive",
-    )
-    columns = frame.toDF()
-    fields = [F.col(f"`{name}`") for name in columns.columns]
-    line = F.array_join(F.array(*fields), "\u0001") if len(fields) > 1 else fields[0]
-    lines = with_line_numbers(columns.select(line.alias("line"), F.input_file_name().alias("source")))
-    # the objects this run got: listing them costs one more pass over the run's (new) lines
-    sources = [row.source for row in lines.select("source").distinct().collect()]
-    counts = run(spark, lines, objects(spark, sources), args["output"], incremental=True)
-    print(json.dumps(counts, sort_keys=True))
-    job.commit()
-
-
-def _on_glue() -> bool:
-    try:
-        import awsglue  # noqa: F401
-    except ImportError:
-        return False
-    return "--JOB_NAME" in sys.argv
+    """The entry point, local or on AWS Glue (:func:`runtime.main`); prints the counts as JSON."""
+    return runtime.main(JOB, argv, spark=spark)
 
 
 if __name__ == "__main__":
-    if _on_glue():
-        glue_main()
-    else:
-        sys.exit(main())
+    sys.exit(main())

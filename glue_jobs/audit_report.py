@@ -14,16 +14,15 @@ On AWS Glue the same file takes ``--JOB_NAME``, ``--input``, ``--output`` and op
 ``--errors`` (s3:// paths). The report is recomputed over the whole curated table on every
 run: its aggregates cover the period, not a run's increment.
 
-Only pyspark, the standard library and ``schema.py`` are imported: Glue runs this file
-without the ``rdss`` package.
+Only pyspark, the standard library, ``schema.py`` and ``runtime.py`` are imported: Glue runs
+this file without the ``rdss`` package.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,9 +30,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 try:
-    from glue_jobs import schema
+    from glue_jobs import runtime, schema
 except ModuleNotFoundError:  # on Glue (--extra-py-files) and when run as glue_jobs/<job>.py
-    import schema  # type: ignore[no-redef]
+    import runtime  # type: ignore[no-redef,import-not-found]
+    import schema  # type: ignore[no-redef,import-not-found]
 
 #: The header members of an errors-archive record the report reads.
 ERROR_RECORD_SCHEMA = T.StructType(
@@ -51,19 +51,6 @@ NO_CODE = "none"
 #: Latency percentiles reported, and how precisely percentile_approx estimates them.
 PERCENTILES = (0.5, 0.9, 0.99)
 ACCURACY = 10_000
-
-SESSION_SETTINGS = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.ansi.enabled": "false",
-    # dt and messageType are partition directories: keep them strings, as the table has them
-    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
-}
-LOCAL_SETTINGS = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
-    "spark.sql.shuffle.partitions": "4",
-}
 
 
 # -- transforms ------------------------------------------------------------------------------------
@@ -246,9 +233,24 @@ def read_curated(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame, 
 
 
 def read_errors(spark: SparkSession, path: str) -> DataFrame:
-    """Every line of the errors archive under ``path`` with the object it is in."""
-    raw = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text(path)
-    return error_records(raw.select(F.col("value").alias("line"), F.input_file_name().alias("source")))
+    """Every line of the errors archive under ``path``, as :func:`error_records`."""
+    lines, _ = runtime.Context(spark, {}).archive_lines(path)
+    return error_records(lines)
+
+
+def tables(messages: DataFrame, rejects: DataFrame, duplicates: DataFrame, errors: DataFrame) -> dict[str, DataFrame]:
+    """Every report table (:data:`schema.REPORT_TABLES`), in its declared columns and types."""
+    built = {
+        "volume": volume(messages),
+        "error_rates": error_rates(errors, received(messages, rejects)),
+        "duplicate_rates": duplicate_rates(messages, duplicates),
+        "incomplete_sequences": incomplete_sequences(messages),
+        "latency": latency(messages),
+    }
+    return {
+        name: table.select(*(F.col(column).cast(kind).alias(column) for column, kind in schema.REPORT_TABLES[name]))
+        for name, table in built.items()
+    }
 
 
 def run(
@@ -260,41 +262,24 @@ def run(
     output: str,
 ) -> dict[str, Any]:
     """Write every report table and the summary under ``output``; return the summary."""
-    for key, value in SESSION_SETTINGS.items():
-        spark.conf.set(key, value)
+    runtime.apply_settings(spark, JOB)
     base = output.rstrip("/")
     messages = messages.cache()
     empty_errors = spark.createDataFrame([], "dt string, channel string, errorCode string")
-    tables = {
-        "volume": volume(messages),
-        "error_rates": error_rates(errors if errors is not None else empty_errors, received(messages, rejects)),
-        "duplicate_rates": duplicate_rates(messages, duplicates),
-        "incomplete_sequences": incomplete_sequences(messages),
-        "latency": latency(messages),
-    }
     try:
-        for name, table in tables.items():
-            columns = schema.REPORT_TABLES[name]
-            shaped = table.select(*(F.col(column).cast(kind).alias(column) for column, kind in columns)).cache()
+        for name, table in tables(
+            messages, rejects, duplicates, errors if errors is not None else empty_errors
+        ).items():
+            shaped = table.cache()
             shaped.coalesce(1).write.mode("overwrite").parquet(f"{base}/{name}")
             shaped.coalesce(1).write.mode("overwrite").option("header", "true").csv(f"{base}/csv/{name}")
         document = summary(messages, rejects, duplicates, errors)
-        write_text(spark, f"{base}/{schema.REPORT_SUMMARY}", json.dumps(document, indent=2, sort_keys=True) + "\n")
+        runtime.write_text(
+            spark, f"{base}/{schema.REPORT_SUMMARY}", json.dumps(document, indent=2, sort_keys=True) + "\n"
+        )
     finally:
         spark.catalog.clearCache()
     return document
-
-
-def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """One small file through Hadoop's file system API: a local path or s3:// alike."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    system = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-    stream = system.create(target, True)
-    try:
-        stream.write(bytearray(text.encode("utf-8")))
-    finally:
-        stream.close()
 
 
 _SPARK_TYPES: dict[str, T.DataType] = {
@@ -310,64 +295,38 @@ def _struct(columns: tuple[tuple[str, str], ...]) -> T.StructType:
     return T.StructType([T.StructField(name, _SPARK_TYPES[kind]) for name, kind in columns])
 
 
-def local_session(app: str = "rdss-audit-report") -> SparkSession:
-    """A SparkSession on ``local[*]`` tuned for a small machine."""
-    builder = SparkSession.builder.master("local[*]").appName(app)
-    for key, value in {**LOCAL_SETTINGS, **SESSION_SETTINGS}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+def execute(context: runtime.Context) -> Mapping[str, Any]:
+    """The job where it runs: the curated tables and the errors archive in, the report out."""
+    spark = context.spark
+    messages, rejects, duplicates = read_curated(spark, context.argument("input"))
+    errors_path = context.arguments["errors"]
+    errors = read_errors(spark, errors_path) if errors_path else None
+    return run(spark, messages, rejects, duplicates, errors, context.argument("output"))
+
+
+JOB = runtime.Job(
+    name="audit-report",
+    description="Report on the curated audit data and the errors archive.",
+    arguments=(
+        runtime.Argument("input", "audit_compaction.py's output (messages/, rejects/, ...)"),
+        runtime.Argument("output", "where the report tables and summary.json go"),
+        runtime.Argument(
+            "errors", "the errors archive (invalid/ and error/ under it), read recursively", required=False
+        ),
+    ),
+    run=execute,
+)
+
+
+def local_session(app: str | None = None) -> SparkSession:
+    """A local SparkSession for this job (:func:`runtime.local_session`)."""
+    return runtime.local_session(JOB, app=app)
 
 
 def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
-    """Local entry point: ``--input PATH --output PATH [--errors PATH]``; prints the summary."""
-    parser = argparse.ArgumentParser(description="Report on the curated audit data and the errors archive.")
-    parser.add_argument("--input", required=True, help="audit_compaction.py's output (messages/, rejects/, ...)")
-    parser.add_argument("--output", required=True, help="where the report tables and summary.json go")
-    parser.add_argument("--errors", help="the errors archive (invalid/ and error/ under it), read recursively")
-    args = parser.parse_args(argv)
-    session = spark or local_session()
-    try:
-        messages, rejects, duplicates = read_curated(session, args.input)
-        errors = read_errors(session, args.errors) if args.errors else None
-        document = run(session, messages, rejects, duplicates, errors, args.output)
-    finally:
-        if spark is None:
-            session.stop()
-    print(json.dumps(document, sort_keys=True))
-    return 0
-
-
-def glue_main() -> None:
-    """AWS Glue entry point: the same report, arguments from getResolvedOptions."""
-    from awsglue.context import GlueContext
-    from awsglue.job import Job
-    from awsglue.utils import getResolvedOptions
-    from pyspark.context import SparkContext
-
-    wanted = ["JOB_NAME", "input", "output"] + (["errors"] if "--errors" in sys.argv else [])
-    args = getResolvedOptions(sys.argv, wanted)
-    glue = GlueContext(SparkContext.getOrCreate())
-    spark = glue.spark_session
-    job = Job(glue)
-    job.init(args["JOB_NAME"], args)
-    messages, rejects, duplicates = read_curated(spark, args["input"])
-    errors = read_errors(spark, args["errors"]) if args.get("errors") else None
-    print(json.dumps(run(spark, messages, rejects, duplicates, errors, args["output"]), sort_keys=True))
-    job.commit()
-
-
-def _on_glue() -> bool:
-    try:
-        import awsglue  # noqa: F401
-    except ImportError:
-        return False
-    return "--JOB_NAME" in sys.argv
+    """The entry point, local or on AWS Glue (:func:`runtime.main`); prints the summary as JSON."""
+    return runtime.main(JOB, argv, spark=spark)
 
 
 if __name__ == "__main__":
-    if _on_glue():
-        glue_main()
-    else:
-        sys.exit(main())
+    sys.exit(main())

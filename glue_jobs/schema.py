@@ -40,12 +40,15 @@ CURATED_COLUMNS: tuple[tuple[str, str], ...] = (
 #: Partition columns of the curated table, in path order: dt=yyyy-MM-dd/messageType=...
 CURATED_PARTITIONS: tuple[tuple[str, str], ...] = (("dt", "string"), ("messageType", "string"))
 
-#: Lines of the raw archive that are not JSON or carry no messageId (``<output>/rejects``).
+#: Lines of the raw archive that are not JSON or carry no messageId, and records the broker
+#: moved to the invalid or error channel (``<output>/rejects``); errorCode is the broker's, when
+#: the errors archive was given.
 REJECT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("line", "string"),
     ("reason", "string"),
     ("source", "string"),
     ("archivedAt", "timestamp"),
+    ("errorCode", "string"),
 )
 
 #: The raw audit archive as Firehose writes it: one JSON message per line (Athena reads the
@@ -96,10 +99,17 @@ UNKNOWN_DATE = "unknown"
 REJECT_NOT_JSON = "not JSON"
 REJECT_NOT_UTF8 = "not UTF-8"  # the line is kept base64-encoded
 REJECT_NO_MESSAGE_ID = "no messageId"
-REJECT_REASONS = (REJECT_NOT_JSON, REJECT_NOT_UTF8, REJECT_NO_MESSAGE_ID)
+REJECT_BY_BROKER = "rejected by the broker"  # a message its errors-archive record shows refused
+REJECT_REASONS = (REJECT_NOT_JSON, REJECT_NOT_UTF8, REJECT_NO_MESSAGE_ID, REJECT_BY_BROKER)
 
-#: Per messageId archived more than once, how many of its records were not curated
-#: (``<output>/duplicates``): the duplicate rate's numerator.
+#: The codes the broker's classifier gives (parse, envelope, header, type, size, expiry and body
+#: stages): an errors-archive record with one of them may be the broker's refusal of an input
+#: record. Any other code (GENERR005 give-ups, GENERR009 handler failures, application codes)
+#: is a consumer's, about a message the broker had accepted.
+BROKER_CODES = ("GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR006", "GENERR007", "GENERR010")
+
+#: Per messageId the broker accepted more than once, how many of its records it dropped as
+#: duplicates (``<output>/duplicates``): the duplicate rate's numerator.
 DUPLICATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("messageId", "string"),
     ("discarded", "bigint"),

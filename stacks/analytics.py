@@ -116,6 +116,7 @@ class Analytics(Construct):
             errors=TableLocation(errors.bucket.bucket_name, errors.prefix),
             error_channels=error_channels,
             curated=TableLocation(self.curated.bucket_name, CURATED_PREFIX),
+            reports=TableLocation(self.curated.bucket_name, REPORTS_PREFIX),
             first_year=settings.first_year,
         )
 
@@ -125,8 +126,9 @@ class Analytics(Construct):
                 name="audit-compaction",
                 script=GLUE_JOBS / "audit_compaction.py",
                 description="Compacts the raw audit archive into curated Parquet (messages, rejects, duplicates)",
-                arguments={"--input": audit.url, "--output": curated.url},
-                reads=(audit,),
+                # the errors archive says which records the broker refused: rejections, not duplicates
+                arguments={"--input": audit.url, "--output": curated.url, "--errors": errors.url},
+                reads=(audit, errors),
                 writes=(curated,),
                 jars=(GLUE_JAR,),
             ),

@@ -56,6 +56,8 @@ def hour_projection(first_year: int) -> dict[str, str]:
 
 
 _HOUR_TEMPLATE = "year=${year}/month=${month}/day=${day}/hour=${hour}/"
+#: The report job's tables are ``report_<name>`` in the catalog (the job writes ``<name>/``).
+REPORT_TABLE_PREFIX = "report_"
 
 
 class Catalog(Construct):
@@ -64,7 +66,9 @@ class Catalog(Construct):
     - ``audit_raw``: the audit archive as Firehose writes it (JSON lines, gzip, hour partitions);
     - ``errors_raw``: the invalid and error archives, partitioned by channel and hour;
     - ``messages``: the curated Parquet the compaction job writes (dt, messageType);
-    - ``rejects`` and ``duplicates``: the compaction job's other outputs.
+    - ``rejects`` and ``duplicates``: the compaction job's other outputs;
+    - ``report_<table>``: the report job's tables (:data:`schema.REPORT_TABLES`), small and
+      unpartitioned, rewritten whole on every run.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class Catalog(Construct):
         errors: TableLocation,
         error_channels: Sequence[str],
         curated: TableLocation,
+        reports: TableLocation,
         first_year: int,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -123,7 +128,7 @@ class Catalog(Construct):
         self.messages = self._table(
             "Messages",
             name="messages",
-            description="Curated messages: one row per unique messageId (audit compaction)",
+            description="Curated messages: one row per messageId the broker accepted (audit compaction)",
             columns=_columns(schema.CURATED_COLUMNS),
             partitions=schema.CURATED_PARTITIONS,
             location=messages,
@@ -142,7 +147,7 @@ class Catalog(Construct):
         self.rejects = self._table(
             "Rejects",
             name="rejects",
-            description="Archive lines that are not JSON or carry no messageId, kept with the reason",
+            description="Archive lines that are not JSON, carry no messageId or the broker rejected, with the reason",
             columns=_columns(schema.REJECT_COLUMNS),
             partitions=(),
             location=TableLocation(curated.bucket_name, curated.prefix + "rejects/"),
@@ -151,12 +156,24 @@ class Catalog(Construct):
         self.duplicates = self._table(
             "Duplicates",
             name="duplicates",
-            description="Per messageId archived more than once, how many of its records were not curated",
+            description="Per messageId the broker accepted more than once, how many records it dropped as duplicates",
             columns=_columns(schema.DUPLICATE_COLUMNS),
             partitions=(),
             location=TableLocation(curated.bucket_name, curated.prefix + "duplicates/"),
             json=False,
         )
+        self.reports = {
+            name: self._table(
+                "Report" + "".join(part.capitalize() for part in name.split("_")),
+                name=REPORT_TABLE_PREFIX + name,
+                description=f"The audit report's {name.replace('_', ' ')} (rewritten by each run of the report job)",
+                columns=_columns(columns),
+                partitions=(),
+                location=TableLocation(reports.bucket_name, f"{reports.prefix}{name}/"),
+                json=False,
+            )
+            for name, columns in schema.REPORT_TABLES.items()
+        }
 
     def _table(
         self,

@@ -24,8 +24,9 @@ from stacks.nag import Acknowledgements, iam5, resource_wildcard
 
 REPO = Path(__file__).resolve().parent.parent
 GLUE_JOBS = REPO / "glue_jobs"
-#: The table definitions both scripts import (``--extra-py-files``).
-SCHEMA_MODULE = GLUE_JOBS / "schema.py"
+#: The modules every script imports (``--extra-py-files``): the table definitions and the
+#: shared runtime (session, arguments, entry point).
+SHARED_MODULES = (GLUE_JOBS / "schema.py", GLUE_JOBS / "runtime.py")
 #: The compaction job's Java half (glue_jobs/java/, built by ``make setup``): ``--extra-jars``.
 GLUE_JAR = GLUE_JOBS / "lib" / "rdss-glue.jar"
 #: The current Glue release (Spark 3.5, Python 3.11).
@@ -128,12 +129,13 @@ class GlueJob(Construct):
         acks = Acknowledgements(self.role, f"role of the {job_name} Glue job")
 
         script = assets.Asset(self, "Script", path=str(spec.script))
-        schema_module = assets.Asset(self, "SchemaModule", path=str(SCHEMA_MODULE))
+        modules = [assets.Asset(self, f"{path.stem.capitalize()}Module", path=str(path)) for path in SHARED_MODULES]
         jars = [assets.Asset(self, f"Jar{number}", path=str(jar)) for number, jar in enumerate(spec.jars)]
-        for asset in (script, schema_module, *jars):
+        for asset in (script, *modules, *jars):
             asset.grant_read(self.role)
             acks.add(
-                iam5("Action::s3:GetObject*"), "grant_read on the CDK asset bucket: the script, schema.py and jars"
+                iam5("Action::s3:GetObject*"),
+                "grant_read on the CDK asset bucket: the script, the shared modules and jars",
             )
             acks.add(iam5("Action::s3:GetBucket*"), "grant_read on the CDK asset bucket: its location and attributes")
             acks.add(iam5("Action::s3:List*"), "grant_read on the CDK asset bucket: listing the asset keys")
@@ -199,7 +201,7 @@ class GlueJob(Construct):
             security_configuration=security.name,
             default_arguments={
                 **spec.arguments,
-                "--extra-py-files": schema_module.s3_object_url,
+                "--extra-py-files": ",".join(module.s3_object_url for module in modules),
                 **({"--extra-jars": ",".join(jar.s3_object_url for jar in jars)} if jars else {}),
                 "--job-bookmark-option": "job-bookmark-enable",
                 "--job-language": "python",

@@ -12,6 +12,7 @@ partitioned Parquet) in a single Python process with orjson and pyarrow.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import importlib.util
 import os
 import random
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,8 +32,9 @@ from typing import Any
 
 import orjson
 
-from rdss import archive, timestamps
+from rdss import archive, decoration, timestamps
 from rdss.messages import Message
+from rdss.validation import validate
 from rdss.workload import MIX, Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +79,8 @@ class Archive:
     messages: int = 0
     duplicates: int = 0
     malformed: int = 0
+    #: broken copies of messages, under their messageIds (:func:`broken_copy`)
+    broken: int = 0
     objects: int = 0
     gzip_bytes: int = 0
     raw_bytes: int = 0
@@ -83,6 +88,26 @@ class Archive:
     malformed_lines: list[bytes] = field(default_factory=list)
     #: messageId -> (object key, line index) of its first copy (only with ``ledger=True``)
     first_seen: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: the errors archive: what the broker moved to invalid and error (only with ``errors_root``)
+    errors_root: Path | None = None
+    errors_records: int = 0
+
+    @property
+    def rejected(self) -> int:
+        """Records the broker refuses: malformed lines and broken copies."""
+        return self.malformed + self.broken
+
+    def expected_counts(self) -> dict[str, int]:
+        """What a correct compaction counts (with the errors archive, when there is one)."""
+        counts = {
+            "lines": self.records,
+            "messages": self.messages,
+            "rejects": self.rejected,
+            "duplicates": self.duplicates,
+        }
+        if self.errors_root is not None:
+            counts |= {"brokerRejections": self.rejected, "unmatchedRejections": 0}
+        return counts
 
 
 def malformed_line(kind: int, valid: bytes) -> bytes:
@@ -103,6 +128,22 @@ def malformed_line(kind: int, valid: bytes) -> bytes:
     return b"\xff\xfe" + valid[:24]  # not UTF-8
 
 
+def broken_copy(kind: int, valid: bytes) -> bytes:
+    """A copy of a valid message, under its messageId, that the broker refuses (one of four
+    kinds): what producers send when they resend a message they have mangled."""
+    message = orjson.loads(valid)
+    kind %= 4
+    if kind == 0:
+        message.pop("messageBody")  # GENERR001
+    elif kind == 1:
+        message["messageHeader"]["messageClass"] = "Bogus"  # GENERR004
+    elif kind == 2:
+        message["messageHeader"].pop("generator")  # GENERR004
+    else:
+        message["messageHeader"]["version"] = "3"  # GENERR004: not semver
+    return orjson.dumps(message)
+
+
 def records_of(
     count: int,
     *,
@@ -112,8 +153,10 @@ def records_of(
     duplicate_every: int,
     malformed_every: int,
     sequence_every: int,
-) -> Iterator[tuple[datetime, bytes, str | None, bool]]:
-    """``(published, payload, messageId or None, duplicate?)`` in arrival order."""
+    broken_every: int = 0,
+) -> Iterator[tuple[datetime, bytes, str | None, str]]:
+    """``(published, payload, messageId or None, kind)`` in arrival order; kind is ``message``,
+    ``duplicate`` (a byte-for-byte resend), ``malformed`` or ``broken`` (:func:`broken_copy`)."""
     workload = Workload(seed)
     rng = random.Random(seed + 1)
     mix = SMALL_MIX if small else MIX
@@ -123,16 +166,21 @@ def records_of(
     recent: list[tuple[bytes, str]] = []
     templates: dict[tuple[str, str], list[Message]] = {}
     pending: list[bytes] = []
-    malformed_kind = 0
+    malformed_kind = broken_kind = 0
     for index in range(count):
         published = START + timedelta(seconds=index * step)
         if malformed_every and index % malformed_every == malformed_every - 1 and recent:
-            yield published, malformed_line(malformed_kind, recent[-1][0]), None, False
+            yield published, malformed_line(malformed_kind, recent[-1][0]), None, "malformed"
             malformed_kind += 1
             continue
         if duplicate_every and index % duplicate_every == duplicate_every - 1 and recent:
             payload, message_id = rng.choice(recent)
-            yield published, payload, message_id, True
+            yield published, payload, message_id, "duplicate"
+            continue
+        if broken_every and index % broken_every == broken_every // 2 and recent:
+            payload, message_id = rng.choice(recent)
+            yield published, broken_copy(broken_kind, payload), message_id, "broken"
+            broken_kind += 1
             continue
         if not pending and sequence_every and index % sequence_every == sequence_every // 2:
             pending = _sequence_parts(workload, published, drop_one=rng.random() < 0.5)
@@ -147,7 +195,7 @@ def records_of(
         recent.append((payload, message_id))
         if len(recent) > 500:
             recent.pop(0)
-        yield published, payload, message_id, False
+        yield published, payload, message_id, "message"
 
 
 def _fresh(template: Message, workload: Workload, published: datetime, generator: str) -> bytes:
@@ -196,6 +244,8 @@ def write_archive(
     duplicate_every: int = 40,
     malformed_every: int = 250,
     sequence_every: int = 1000,
+    broken_every: int = 0,
+    errors_root: Path | None = None,
     ledger: bool = False,
 ) -> Archive:
     """Write ``records`` lines of audit archive under ``root`` (``audit/year=/.../hour=/``).
@@ -203,13 +253,20 @@ def write_archive(
     Published times spread evenly over ``days`` from 2026-11-01; each object is delivered up to
     a minute after its last record, as Firehose's buffer does. Every ``duplicate_every``-th
     record re-sends one of the last 500 payloads byte for byte (a producer or Kinesis retry),
-    every ``malformed_every``-th is a malformed line (:func:`malformed_line`), and every
-    ``sequence_every``-th starts a three-part sequence, half of them with a part missing.
+    every ``malformed_every``-th is a malformed line (:func:`malformed_line`), every
+    ``broken_every``-th a broken copy of a recent message under its messageId
+    (:func:`broken_copy`), and every ``sequence_every``-th starts a three-part sequence, half of
+    them with a part missing.
+
+    ``errors_root``: also write there the errors archive the broker would (``errors/invalid/``
+    and ``errors/error/``, hour prefixes): every malformed line and broken copy, classified by
+    rdss.validation and decorated by rdss.decoration, delivered with the audit object it is in.
     """
-    result = Archive(root=root)
+    result = Archive(root=root, errors_root=errors_root)
     rng = random.Random(seed + 2)
     batch: list[bytes] = []
     ids: list[str | None] = []
+    refused: dict[str, list[bytes]] = {"invalid": [], "error": []}
     last_published = START
     last_delivered = START
 
@@ -234,8 +291,15 @@ def write_archive(
         result.raw_bytes += sum(len(line) + 1 for line in batch)
         batch.clear()
         ids.clear()
+        for channel, decorated in refused.items():
+            if errors_root is not None and decorated:
+                target = errors_root / archive.object_key(f"errors/{channel}/", delivered, f"rdss-bench-{channel}")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.encode(decorated))
+                result.errors_records += len(decorated)
+            decorated.clear()
 
-    for published, payload, message_id, duplicate in records_of(
+    for published, payload, message_id, kind in records_of(
         records,
         seed=seed,
         small=small,
@@ -243,16 +307,23 @@ def write_archive(
         duplicate_every=duplicate_every,
         malformed_every=malformed_every,
         sequence_every=sequence_every,
+        broken_every=broken_every,
     ):
         batch.append(payload)
-        ids.append(message_id)
+        ids.append(message_id if kind != "broken" else None)
         last_published = published
         result.records += 1
-        if message_id is None:
-            result.malformed += 1
-            if ledger:
-                result.malformed_lines.append(payload)
-        elif duplicate:
+        if kind in ("malformed", "broken"):
+            if kind == "malformed":
+                result.malformed += 1
+                if ledger:
+                    result.malformed_lines.append(payload)
+            else:
+                result.broken += 1
+            if errors_root is not None:
+                channel, record = _refusal(payload)
+                refused[channel].append(record)
+        elif kind == "duplicate":
             result.duplicates += 1
         else:
             result.messages += 1
@@ -260,6 +331,14 @@ def write_archive(
             flush()
     flush()
     return result
+
+
+def _refusal(payload: bytes) -> tuple[str, bytes]:
+    """The channel the broker moves a refused payload to, and the record it puts there."""
+    verdict = validate(payload, check_expiry=False)
+    if verdict.valid or verdict.error_code is None or verdict.channel is None:
+        raise AssertionError(f"the broker would accept {payload[:200]!r}: not a refusal")
+    return verdict.channel.value, decoration.decorate(payload, verdict.error_code, verdict.error_description or "")
 
 
 # -- the same work in one Python process -------------------------------------------------------------
@@ -295,9 +374,11 @@ def _member(container: Any, name: str) -> Any:
     return container.get(name) if isinstance(container, dict) else None
 
 
-def compact_in_process(source: Path, output: Path) -> dict[str, int]:
+def compact_in_process(source: Path, output: Path, errors: Path | None = None) -> dict[str, int]:
     """What ``audit_compaction.py`` does, in this process: orjson to parse, a dict to keep the
-    first-seen record of each messageId, pyarrow to write the same partitioned Parquet."""
+    first-seen record of each messageId, pyarrow to write the same partitioned Parquet; with
+    ``errors``, the broker's rejections matched by digest as the job matches them (rdss.decoration
+    recovers each payload, the job's Java half reads the same records independently)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -307,6 +388,30 @@ def compact_in_process(source: Path, output: Path) -> dict[str, int]:
     copies: dict[str, int] = {}
     rejected: list[dict[str, Any]] = []
     lines = 0
+    refusals = _refusals(errors, glue_schema) if errors is not None else None
+    # lines that may be a rejected payload wait until every line is read: which copies of the
+    # same bytes the broker refused depends on the later ones
+    held: dict[str, list[tuple[tuple[Any, ...], bytes, str, datetime | None]]] = {}
+
+    def consider(order: tuple[Any, ...], line: bytes, uri: str, arrived: datetime | None, code: str | None) -> None:
+        text = line.decode("utf-8", "replace")
+        try:
+            record = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            record = _NOT_JSON
+        header = _member(record, "messageHeader")
+        message_id = _text(_member(header, "messageId")) if isinstance(header, dict) else None
+        if not message_id or code is not None:
+            rejected.append(_reject(line, text, record is _NOT_JSON, bool(message_id), uri, arrived, code, glue_schema))
+            return
+        assert isinstance(record, dict)
+        assert isinstance(header, dict)
+        copies[message_id] = copies.get(message_id, 0) + 1
+        kept = winners.get(message_id)
+        if kept is not None and kept[0] <= order:
+            return
+        winners[message_id] = (order, _row(message_id, record, header, arrived, known_types, glue_schema))
+
     files = sorted(
         os.path.join(folder, name)
         for folder, _, names in os.walk(source)
@@ -320,49 +425,23 @@ def compact_in_process(source: Path, output: Path) -> dict[str, int]:
             data = gzip.decompress(handle.read())
         for number, line in enumerate(archive_lines(data)):
             lines += 1
-            text = line.decode("utf-8", "replace")
-            try:
-                record = orjson.loads(text)
-            except orjson.JSONDecodeError:
-                record = _NOT_JSON
-            header = _member(record, "messageHeader")
-            message_id = _text(_member(header, "messageId")) if isinstance(header, dict) else None
-            if not message_id:
-                rejected.append(_reject(line, text, record is _NOT_JSON, uri, arrived, glue_schema))
-                continue
-            copies[message_id] = copies.get(message_id, 0) + 1
             order = (arrived is None, arrived or _EPOCH, uri, number)
-            held = winners.get(message_id)
-            if held is not None and held[0] <= order:
-                continue
-            timings = _member(header, "messageTimings")
-            sequence = _member(header, "messageSequence")
-            published = _timestamp(_member(timings, "publishedTimestamp"))
-            body = record.get("messageBody")
-            message_type = _text(header.get("messageType"))
-            day = published or arrived
-            winners[message_id] = (
-                order,
-                {
-                    "messageId": message_id,
-                    "messageClass": _text(header.get("messageClass")),
-                    "correlationId": _text(header.get("correlationId")),
-                    "sequence": _text(_member(sequence, "sequence")),
-                    "position": _int(_member(sequence, "position")),
-                    "total": _int(_member(sequence, "total")),
-                    "publishedTimestamp": published,
-                    "expirationTimestamp": _timestamp(_member(timings, "expirationTimestamp")),
-                    "generator": _text(header.get("generator")),
-                    "version": _text(header.get("version")),
-                    "errorCode": _text(header.get("errorCode")),
-                    "bodyBytes": None
-                    if body is None
-                    else len(body.encode() if isinstance(body, str) else orjson.dumps(body)),
-                    "archivedAt": arrived,
-                    "dt": (day or datetime.now(UTC)).strftime("%Y-%m-%d"),
-                    "messageType": message_type if message_type in known_types else glue_schema.UNKNOWN_TYPE,
-                },
-            )
+            if refusals is not None and (
+                len(line) in refusals.claim_check_sizes or (len(line), zlib.crc32(line)) in refusals.keys
+            ):
+                digest = hashlib.sha256(line).hexdigest()
+                if digest in refusals.codes:
+                    held.setdefault(digest, []).append((order, line, uri, arrived))
+                    continue
+            consider(order, line, uri, arrived, None)
+    matched = 0
+    for digest, waiting in held.items():
+        codes = sorted(refusals.codes[digest]) if refusals is not None else []
+        waiting.sort(key=lambda item: item[0], reverse=True)  # the latest copies were the refused ones
+        for index, (order, line, uri, arrived) in enumerate(waiting):
+            code = codes[index] if index < len(codes) else None
+            matched += code is not None
+            consider(order, line, uri, arrived, code)
     rows = [row for _, row in winners.values()]
     curated_schema = _arrow_schema(pa, glue_schema.CURATED_COLUMNS + glue_schema.CURATED_PARTITIONS)
     shutil.rmtree(output, ignore_errors=True)
@@ -384,11 +463,91 @@ def compact_in_process(source: Path, output: Path) -> dict[str, int]:
         pa.Table.from_pylist(repeated, schema=_arrow_schema(pa, glue_schema.DUPLICATE_COLUMNS)),
         str(output / "duplicates" / "part-0.parquet"),
     )
-    return {
+    counts = {
         "lines": lines,
         "messages": len(rows),
         "rejects": len(rejected),
         "duplicates": sum(r["discarded"] for r in repeated),
+    }
+    if refusals is not None:
+        counts |= {"brokerRejections": matched, "unmatchedRejections": refusals.total - matched}
+    return counts
+
+
+@dataclass
+class _Refusals:
+    """The broker's rejections in an errors archive: their codes by payload digest, and the
+    (length, CRC-32) of every payload whose bytes are known (a Claim Check's are not)."""
+
+    codes: dict[str, list[str]] = field(default_factory=dict)
+    keys: set[tuple[int, int]] = field(default_factory=set)
+    claim_check_sizes: set[int] = field(default_factory=set)
+    total: int = 0
+
+
+def _refusals(errors: Path, glue_schema: Any) -> _Refusals:
+    found = _Refusals()
+    broker = frozenset(glue_schema.BROKER_CODES)
+    for folder, _, names in os.walk(errors):
+        for name in names:
+            if name.startswith((".", "_")):
+                continue
+            with open(os.path.join(folder, name), "rb") as handle:
+                records = archive_lines(gzip.decompress(handle.read()))
+            for record in records:
+                try:
+                    code = orjson.loads(record)["messageHeader"]["errorCode"]
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    continue
+                if code not in broker:
+                    continue
+                try:
+                    payload = decoration.original(record)
+                except ValueError:  # a Claim Check: the payload is in S3, its digest is here
+                    wrapped = orjson.loads(record)[decoration.WRAPPER_KEY]
+                    digest, size = str(wrapped["sha256"]).lower(), int(wrapped["bytes"])
+                    found.claim_check_sizes.add(size)
+                except (KeyError, TypeError, orjson.JSONDecodeError):
+                    continue
+                else:
+                    digest = hashlib.sha256(payload).hexdigest()
+                    found.keys.add((len(payload), zlib.crc32(payload)))
+                found.codes.setdefault(digest, []).append(code)
+                found.total += 1
+    return found
+
+
+def _row(
+    message_id: str,
+    record: dict[str, Any],
+    header: dict[str, Any],
+    arrived: datetime | None,
+    known_types: frozenset[str],
+    glue_schema: Any,
+) -> dict[str, Any]:
+    """The curated row of a record."""
+    timings = _member(header, "messageTimings")
+    sequence = _member(header, "messageSequence")
+    published = _timestamp(_member(timings, "publishedTimestamp"))
+    body = record.get("messageBody")
+    message_type = _text(header.get("messageType"))
+    day = published or arrived
+    return {
+        "messageId": message_id,
+        "messageClass": _text(header.get("messageClass")),
+        "correlationId": _text(header.get("correlationId")),
+        "sequence": _text(_member(sequence, "sequence")),
+        "position": _int(_member(sequence, "position")),
+        "total": _int(_member(sequence, "total")),
+        "publishedTimestamp": published,
+        "expirationTimestamp": _timestamp(_member(timings, "expirationTimestamp")),
+        "generator": _text(header.get("generator")),
+        "version": _text(header.get("version")),
+        "errorCode": _text(header.get("errorCode")),
+        "bodyBytes": None if body is None else len(body.encode() if isinstance(body, str) else orjson.dumps(body)),
+        "archivedAt": arrived,
+        "dt": (day or datetime.now(UTC)).strftime("%Y-%m-%d"),
+        "messageType": message_type if message_type in known_types else glue_schema.UNKNOWN_TYPE,
     }
 
 
@@ -405,21 +564,25 @@ def archive_lines(data: bytes) -> list[bytes]:
 
 
 def _reject(
-    line: bytes, text: str, not_json: bool, uri: str, arrived: datetime | None, glue_schema: Any
+    line: bytes,
+    text: str,
+    not_json: bool,
+    has_id: bool,
+    uri: str,
+    arrived: datetime | None,
+    code: str | None,
+    glue_schema: Any,
 ) -> dict[str, Any]:
+    row = {"line": text, "source": uri, "archivedAt": arrived, "errorCode": code}
     try:
         line.decode("utf-8")
     except UnicodeDecodeError:
         import base64
 
-        return {
-            "line": base64.b64encode(line).decode(),
-            "reason": glue_schema.REJECT_NOT_UTF8,
-            "source": uri,
-            "archivedAt": arrived,
-        }
-    reason = glue_schema.REJECT_NOT_JSON if not_json else glue_schema.REJECT_NO_MESSAGE_ID
-    return {"line": text, "reason": reason, "source": uri, "archivedAt": arrived}
+        return row | {"line": base64.b64encode(line).decode(), "reason": glue_schema.REJECT_NOT_UTF8}
+    if has_id:
+        return row | {"reason": glue_schema.REJECT_BY_BROKER}
+    return row | {"reason": glue_schema.REJECT_NOT_JSON if not_json else glue_schema.REJECT_NO_MESSAGE_ID}
 
 
 def _arrow_schema(pa: Any, columns: tuple[tuple[str, str], ...]) -> Any:
@@ -450,6 +613,8 @@ class Figures:
     #: the machine: CPUs, and how busy other work kept them just before the timed runs
     cores: int
     busy_before: float | None
+    #: records in the errors archive the job read beside the audit archive (0: none given)
+    errors_records: int = 0
 
     @property
     def spark_per_s(self) -> float:
@@ -473,15 +638,15 @@ class Figures:
         }
 
 
-def run_job(archive_root: Path, output: Path, *, script: Path = COMPACTION_JOB) -> tuple[float, dict[str, int]]:
+def run_job(
+    archive_root: Path, output: Path, *, errors: Path | None = None, script: Path = COMPACTION_JOB
+) -> tuple[float, dict[str, int]]:
     """Run a job script as a user would, in a fresh process; its wall-clock seconds and counts."""
+    arguments = ["--input", str(archive_root), "--output", str(output)]
+    if errors is not None:
+        arguments += ["--errors", str(errors)]
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, str(script), "--input", str(archive_root), "--output", str(output)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = subprocess.run([sys.executable, str(script), *arguments], capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{script.name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -489,22 +654,44 @@ def run_job(archive_root: Path, output: Path, *, script: Path = COMPACTION_JOB) 
     return elapsed, counts
 
 
-def run(records: int, *, seed: int = 11, workdir: Path | None = None, keep: bool = False) -> Figures:
+#: One broken copy (a refused message under a valid one's messageId) per this many records.
+BROKEN_EVERY = 100
+
+
+def run(
+    records: int,
+    *,
+    seed: int = 11,
+    workdir: Path | None = None,
+    keep: bool = False,
+    broken_every: int = BROKEN_EVERY,
+) -> Figures:
     """Generate archives of ``records`` and ``records // 4``, time the job on both and the
-    single-process version on the larger; check every run counted what was generated."""
+    single-process version on the larger; check every run counted what was generated.
+
+    With ``broken_every`` (0: none), broken copies are mixed in and the errors archive the
+    broker would write goes beside the audit archive: the job reads it (``--errors``), as on AWS.
+    """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="rdss-bench-glue-", dir=workdir))
     try:
-        full = write_archive(base / "archive-n", records, seed=seed)
-        quarter = write_archive(base / "archive-q", max(records // 4, 1), seed=seed + 1)
+
+        def generate(name: str, count: int, seed: int) -> Archive:
+            errors = base / f"errors-{name}" if broken_every else None
+            return write_archive(
+                base / f"archive-{name}", count, seed=seed, broken_every=broken_every, errors_root=errors
+            )
+
+        full = generate("n", records, seed)
+        quarter = generate("q", max(records // 4, 1), seed + 1)
         busy = busy_fraction()
-        quarter_seconds, quarter_counts = run_job(quarter.root, base / "out-q")
+        quarter_seconds, quarter_counts = run_job(quarter.root, base / "out-q", errors=quarter.errors_root)
         _check(quarter, quarter_counts)
-        spark_seconds, counts = run_job(full.root, base / "out-n")
+        spark_seconds, counts = run_job(full.root, base / "out-n", errors=full.errors_root)
         _check(full, counts)
         started = time.perf_counter()
-        single_counts = compact_in_process(full.root, base / "out-single")
+        single_counts = compact_in_process(full.root, base / "out-single", full.errors_root)
         single_seconds = time.perf_counter() - started
         _check(full, single_counts)
         return Figures(
@@ -518,6 +705,7 @@ def run(records: int, *, seed: int = 11, workdir: Path | None = None, keep: bool
             counts=counts,
             cores=os.cpu_count() or 1,
             busy_before=busy,
+            errors_records=full.errors_records,
         )
     finally:
         if not keep:
@@ -547,11 +735,6 @@ def busy_fraction(seconds: float = 3.0) -> float | None:
 
 
 def _check(written: Archive, counts: dict[str, int]) -> None:
-    expected = {
-        "lines": written.records,
-        "messages": written.messages,
-        "rejects": written.malformed,
-        "duplicates": written.duplicates,
-    }
+    expected = written.expected_counts()
     if counts != expected:  # a benchmark of a wrong answer is worthless
         raise AssertionError(f"compaction counted {counts}, the archive holds {expected}")

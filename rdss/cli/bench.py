@@ -35,6 +35,14 @@ def register(commands: Any) -> None:
     glue.add_argument("--seed", type=int, default=11)
     glue.add_argument("--workdir", type=Path, metavar="DIR", help="where archives and outputs go (default: a temp dir)")
     glue.add_argument("--keep", action="store_true", help="keep the generated archives and outputs")
+    glue.add_argument(
+        "--broken-every",
+        type=int,
+        default=100,
+        metavar="N",
+        help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
+        "the job reads beside the audit archive; 0: neither (default 100)",
+    )
     glue.add_argument("--json", action="store_true", help="print the figures as JSON")
     glue.set_defaults(run=run_glue)
 
@@ -172,7 +180,11 @@ def run_glue(args: argparse.Namespace) -> int:
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
-    figures = glue.run(args.records, seed=args.seed, workdir=args.workdir, keep=args.keep)
+    if args.broken_every < 0:
+        raise CommandError("--broken-every must be 0 or more")
+    figures = glue.run(
+        args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
+    )
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
         return 0
@@ -180,8 +192,12 @@ def run_glue(args: argparse.Namespace) -> int:
     print(
         f"{figures.records:,} raw records in {figures.objects:,} objects, {figures.gzip_bytes / 1e6:,.1f} MB of gzip"
         f" ({figures.gzip_bytes / figures.records:.0f} bytes a record): {counts['messages']:,} messages,"
-        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} malformed lines"
+        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies)"
     )
+    if figures.errors_records:
+        print(
+            f"  errors archive: {figures.errors_records:,} records, matched by digest: {counts['brokerRejections']:,}"
+        )
     print(
         f"  Spark job (local[*], start-up included)  {figures.spark_seconds:>7.1f} s"
         f"   {figures.spark_per_s:>9,.0f} records/s"

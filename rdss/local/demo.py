@@ -173,14 +173,13 @@ def _analytics(runtime: Runtime) -> dict[str, Any]:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(s3.get_object(Bucket=name, Key=entry["Key"])["Body"].read())
         curated = root / "curated"
-        started = time.monotonic()
-        _job(compaction, "--input", str(root / "audit"), "--output", str(curated))
         reported = root / "report"
         errors = root / "errors" / "errors"
-        arguments = ["--input", str(curated), "--output", str(reported)]
-        if errors.exists():
-            arguments += ["--errors", str(errors)]
-        _job(reporting, *arguments)
+        # the errors archive tells the compaction which records the broker refused (not duplicates)
+        with_errors = ["--errors", str(errors)] if errors.exists() else []
+        started = time.monotonic()
+        _job(compaction, "--input", str(root / "audit"), "--output", str(curated), *with_errors)
+        _job(reporting, "--input", str(curated), "--output", str(reported), *with_errors)
         seconds = time.monotonic() - started
         summary: dict[str, Any] = orjson.loads((reported / "summary.json").read_bytes())
         summary["sparkSeconds"] = round(seconds, 1)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from glue_jobs import schema
-from stacks.jobs import GLUE_VERSION
+from stacks.catalog import REPORT_TABLE_PREFIX
+from stacks.jobs import GLUE_VERSION, SHARED_MODULES
 from stacks.queries import named_queries
 from tests.cdk.conftest import Synthesized
 from tests.cdk.support import literal_tail, references
@@ -22,12 +25,17 @@ def test_one_database_and_the_tables_of_glue_jobs_schema(synthesized: Synthesize
     (database,) = synthesized.resources("AWS::Glue::Database").values()
     assert database["Properties"]["DatabaseInput"]["Name"] == f"rdss_{synthesized.config.name}"
     tables = _tables(synthesized)
-    assert set(tables) == {"audit_raw", "errors_raw", "messages", "rejects", "duplicates"}
+    reports = {REPORT_TABLE_PREFIX + name for name in schema.REPORT_TABLES}
+    assert set(tables) == {"audit_raw", "errors_raw", "messages", "rejects", "duplicates", *reports}
     columns = {name: [(c["Name"], c["Type"]) for c in t["StorageDescriptor"]["Columns"]] for name, t in tables.items()}
     assert columns["messages"] == list(schema.CURATED_COLUMNS)
     assert columns["audit_raw"] == list(schema.RAW_AUDIT_COLUMNS)
     assert columns["rejects"] == list(schema.REJECT_COLUMNS)
     assert columns["duplicates"] == list(schema.DUPLICATE_COLUMNS)
+    for name, declared in schema.REPORT_TABLES.items():
+        assert columns[REPORT_TABLE_PREFIX + name] == list(declared)
+        location = tables[REPORT_TABLE_PREFIX + name]["StorageDescriptor"]["Location"]
+        assert literal_tail(location).endswith(f"reports/{name}/")
     partitions = [(c["Name"], c["Type"]) for c in tables["messages"]["PartitionKeys"]]
     assert partitions == list(schema.CURATED_PARTITIONS)
 
@@ -80,6 +88,12 @@ def test_glue_jobs_run_the_scripts_with_bookmarks_under_the_security_configurati
     errors = synthesized.logical_id(synthesized.stack.messaging.buckets["errors"])
     compaction = jobs[f"{prefix}-audit-compaction"]["DefaultArguments"]
     assert references(compaction["--input"]) == {audit}
+    # the errors archive tells the compaction which records the broker refused
+    assert references(compaction["--errors"]) == {errors}
+    # both scripts import the shared modules, shipped beside them
+    for job in jobs.values():
+        shipped = json.dumps(job["DefaultArguments"]["--extra-py-files"])
+        assert len(re.findall(r"[0-9a-f]{64}\.py", shipped)) == len(SHARED_MODULES), shipped
     # the compaction's line parser (glue_jobs/java/) goes with it; the report needs no jar
     assert "--extra-jars" in compaction
     assert "--extra-jars" not in jobs[f"{prefix}-audit-report"]["DefaultArguments"]

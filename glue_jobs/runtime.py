@@ -1,0 +1,245 @@
+"""What every Glue job shares: its arguments, its Spark session and its entry point, locally and on AWS Glue.
+
+A job script declares a :class:`Job` (its arguments and a function of a :class:`Context`) and
+ends with ``sys.exit(runtime.main(JOB))``. :func:`main` tells where it runs:
+
+* on AWS Glue (``--JOB_NAME`` given and ``awsglue`` importable) it reads the arguments with
+  getResolvedOptions, starts the Glue context and the job (so bookmarks apply), runs the job
+  and commits it;
+* anywhere else it parses the same arguments with argparse and starts a local session tuned for
+  a small machine (:func:`local_session`).
+
+Either way the job's function gets the session and the arguments, does its work (reading and
+writing at the edges, pure transforms in between) and returns what it did, which :func:`main`
+prints as one line of JSON.
+
+Only pyspark and the standard library are imported: AWS Glue ships this file with the scripts
+(``--extra-py-files``, see ``stacks/jobs.py``) and runs them without the ``rdss`` package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+#: Spark settings every job needs, local or on Glue: UTC everywhere (days are UTC dates), no
+#: ANSI errors on odd input, timestamps written as Parquet INT64 microseconds without calendar
+#: rebasing (a producer's year-1 timestamp is stored as sent), and partition directories read
+#: back as the strings the tables declare.
+SESSION_SETTINGS: Mapping[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+}
+#: Start-up settings for a local run on a small machine; a job adds its own (:attr:`Job.local_settings`).
+LOCAL_SETTINGS: Mapping[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "4g",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One ``--name VALUE`` argument of a job: the same name locally and on Glue."""
+
+    name: str
+    help: str
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a job's function gets: the session, its arguments, and how to read archives."""
+
+    spark: SparkSession
+    #: every declared argument; an optional one not given is None
+    arguments: Mapping[str, str | None]
+    #: the GlueContext on AWS Glue, None locally
+    glue: Any = None
+
+    @property
+    def on_glue(self) -> bool:
+        return self.glue is not None
+
+    def argument(self, name: str) -> str:
+        """A required argument's value."""
+        value = self.arguments[name]
+        if value is None:
+            raise ValueError(f"--{name} is required")
+        return value
+
+    def archive_lines(self, path: str, *, bookmark: str | None = None) -> tuple[DataFrame, list[str]]:
+        """Every line of every object under ``path`` (recursively) as ``line, source``, and the
+        objects read.
+
+        Lines split on ``\\n`` only, as Firehose's delimiter is; a ``\\r`` stays part of a line.
+        ``bookmark`` (on Glue): read through a bookmarked source under that transformation
+        context, so each run gets only objects earlier runs have not processed. Locally, and
+        without a bookmark, the whole tree is read.
+        """
+        if self.glue is None or bookmark is None:
+            raw = self.spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text(path)
+            lines = raw.select(F.col("value").alias("line"), F.input_file_name().alias("source"))
+            return lines, list(raw.inputFiles())
+        return _bookmarked_lines(self.glue, path, bookmark)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A Glue job: what it is called, the arguments it takes and the function that does it."""
+
+    name: str
+    description: str
+    arguments: Sequence[Argument]
+    run: Callable[[Context], Mapping[str, Any]]
+    #: settings of this job on top of :data:`SESSION_SETTINGS`, local or on Glue
+    settings: Mapping[str, str] = field(default_factory=dict)
+    #: settings of a local run on top of :data:`LOCAL_SETTINGS`
+    local_settings: Mapping[str, str] = field(default_factory=dict)
+    #: jars a local session puts on the driver's classpath (on Glue: ``--extra-jars``)
+    jars: Sequence[Path] = ()
+    #: a class-data-sharing archive a local JVM maps when present (``make setup`` records it)
+    class_archive: Path | None = None
+
+
+def main(job: Job, argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """Run ``job`` where this process is (AWS Glue or local) and print its result as JSON.
+
+    ``argv`` defaults to the command line; ``spark``: run in this session (tests) instead of
+    starting and stopping one.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if spark is None and on_glue(args):
+        result = _glue_run(job, args)
+    else:
+        arguments = parse_arguments(job, args)
+        session = spark or local_session(job)
+        try:
+            apply_settings(session, job)
+            result = job.run(Context(session, arguments))
+        finally:
+            if spark is None:
+                session.stop()
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+def parse_arguments(job: Job, argv: Sequence[str]) -> dict[str, str | None]:
+    """A local run's arguments (argparse): every declared one, None for an optional one not given."""
+    parser = argparse.ArgumentParser(prog=job.name, description=job.description)
+    for argument in job.arguments:
+        parser.add_argument(f"--{argument.name}", required=argument.required, help=argument.help)
+    parsed = vars(parser.parse_args(argv))
+    return {argument.name: parsed[argument.name] for argument in job.arguments}
+
+
+def on_glue(argv: Sequence[str]) -> bool:
+    """True when AWS Glue started this process: its libraries are here and it passed ``--JOB_NAME``."""
+    if "--JOB_NAME" not in argv:
+        return False
+    try:
+        import awsglue  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def apply_settings(spark: SparkSession, job: Job) -> None:
+    """The settings every run of ``job`` needs, in a session someone else may have started."""
+    for key, value in {**SESSION_SETTINGS, **job.settings}.items():
+        spark.conf.set(key, value)
+
+
+def local_session(job: Job, *, app: str | None = None, record_classes: Path | None = None) -> SparkSession:
+    """A SparkSession on ``local[*]`` for ``job``: its jars on the classpath, its class-data-sharing
+    archive mapped when there is one.
+
+    ``record_classes``: instead, have the JVM write the classes it loaded there as it exits
+    (``make setup`` records the archive so).
+    """
+    for jar in job.jars:
+        if not jar.is_file():
+            raise FileNotFoundError(f"{jar} is missing: build it with `make setup` (javac, from glue_jobs/java/)")
+    settings = {**LOCAL_SETTINGS, **SESSION_SETTINGS, **job.settings, **job.local_settings}
+    if job.jars:
+        settings["spark.driver.extraClassPath"] = ":".join(str(jar) for jar in job.jars)
+    options = settings.get("spark.driver.extraJavaOptions", "")
+    quiet = " -Xlog:cds=off -Xlog:cds+dynamic=off"  # classes it cannot archive are no news
+    if record_classes is not None:
+        options += f" -XX:ArchiveClassesAtExit={record_classes}{quiet}"
+    elif job.class_archive is not None and job.class_archive.is_file():
+        # -Xshare:auto: an archive that no longer matches the JVM or the classpath is ignored
+        options += f" -XX:SharedArchiveFile={job.class_archive} -Xshare:auto{quiet}"
+    if options:
+        settings["spark.driver.extraJavaOptions"] = options.strip()
+    builder = SparkSession.builder.master("local[*]").appName(app or f"rdss-{job.name}")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """One small file through Hadoop's file system API: a local path or s3:// alike."""
+    jvm: Any = spark.sparkContext._jvm
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    system = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = system.create(target, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def _glue_run(job: Job, argv: Sequence[str]) -> Mapping[str, Any]:
+    """The job under AWS Glue: getResolvedOptions, the job's bookmarks, commit on success."""
+    from awsglue.context import GlueContext
+    from awsglue.job import Job as GlueJob
+    from awsglue.utils import getResolvedOptions
+    from pyspark.context import SparkContext
+
+    # getResolvedOptions fails on an option it is asked for and not given: ask only for those given
+    given = [a.name for a in job.arguments if a.required or f"--{a.name}" in argv]
+    resolved = getResolvedOptions([sys.argv[0], *argv], ["JOB_NAME", *given])
+    glue = GlueContext(SparkContext.getOrCreate())
+    bookmarks = GlueJob(glue)
+    bookmarks.init(resolved["JOB_NAME"], resolved)
+    apply_settings(glue.spark_session, job)
+    arguments = {a.name: resolved.get(a.name) for a in job.arguments}
+    result = job.run(Context(glue.spark_session, arguments, glue))
+    bookmarks.commit()
+    return result
+
+
+def _bookmarked_lines(glue: Any, path: str, bookmark: str) -> tuple[DataFrame, list[str]]:
+    # A bookmarked source hands over only objects earlier runs have not processed. As CSV with
+    # quoting off and a separator no valid JSON text contains raw (U+0001), each line arrives
+    # whole in one column; a malformed line holding that byte arrives split and is rejoined.
+    frame = glue.create_dynamic_frame.from_options(
+        connection_type="s3",
+        connection_options={"paths": [path], "recurse": True, "groupFiles": "none"},
+        format="csv",
+        format_options={"separator": "\u0001", "quoteChar": -1, "withHeader": False},
+        transformation_ctx=bookmark,
+    )
+    columns: DataFrame = frame.toDF()
+    fields = [F.col(f"`{name}`") for name in columns.columns]
+    line = F.array_join(F.array(*fields), "\u0001") if len(fields) > 1 else fields[0]
+    lines = columns.select(line.alias("line"), F.input_file_name().alias("source"))
+    # the objects this run got: listing them costs one more pass over the run's (new) lines
+    sources = [row.source for row in lines.select("source").distinct().collect()]
+    return lines, sources
