@@ -58,10 +58,11 @@ ORDER BY f.year DESC, f.month DESC, f.day DESC, f.records DESC""",
         ),
         NamedQuery(
             "duplicates",
-            "Messages archived more than once (Kinesis is at-least-once) and the duplicate rate",
+            "Messages the broker accepted more than once (resends; Kinesis is at-least-once) and the duplicate rate: "
+            "duplicates among the records it accepted, as the report gives it",
             """SELECT count(*) AS duplicated_messages,
        sum(discarded) AS discarded_records,
-       CAST(sum(discarded) AS double) / nullif((SELECT count(*) FROM messages), 0) AS duplicate_rate
+       CAST(sum(discarded) AS double) / nullif((SELECT count(*) FROM messages) + sum(discarded), 0) AS duplicate_rate
 FROM duplicates""",
         ),
         NamedQuery(

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -88,6 +89,8 @@ class Archive:
     malformed_lines: list[bytes] = field(default_factory=list)
     #: messageId -> (object key, line index) of its first copy (only with ``ledger=True``)
     first_seen: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: messageId -> how many byte-for-byte resends of it were written (only with ``ledger=True``)
+    resent: Counter[str] = field(default_factory=Counter)
     #: the errors archive: what the broker moved to invalid and error (only with ``errors_root``)
     errors_root: Path | None = None
     errors_records: int = 0
@@ -154,6 +157,7 @@ def records_of(
     malformed_every: int,
     sequence_every: int,
     broken_every: int = 0,
+    start: datetime = START,
 ) -> Iterator[tuple[datetime, bytes, str | None, str]]:
     """``(published, payload, messageId or None, kind)`` in arrival order; kind is ``message``,
     ``duplicate`` (a byte-for-byte resend), ``malformed`` or ``broken`` (:func:`broken_copy`)."""
@@ -168,7 +172,7 @@ def records_of(
     pending: list[bytes] = []
     malformed_kind = broken_kind = 0
     for index in range(count):
-        published = START + timedelta(seconds=index * step)
+        published = start + timedelta(seconds=index * step)
         if malformed_every and index % malformed_every == malformed_every - 1 and recent:
             yield published, malformed_line(malformed_kind, recent[-1][0]), None, "malformed"
             malformed_kind += 1
@@ -247,10 +251,11 @@ def write_archive(
     broken_every: int = 0,
     errors_root: Path | None = None,
     ledger: bool = False,
+    start: datetime = START,
 ) -> Archive:
     """Write ``records`` lines of audit archive under ``root`` (``audit/year=/.../hour=/``).
 
-    Published times spread evenly over ``days`` from 2026-11-01; each object is delivered up to
+    Published times spread evenly over ``days`` from ``start`` (2026-11-01); each object is delivered up to
     a minute after its last record, as Firehose's buffer does. Every ``duplicate_every``-th
     record re-sends one of the last 500 payloads byte for byte (a producer or Kinesis retry),
     every ``malformed_every``-th is a malformed line (:func:`malformed_line`), every
@@ -267,8 +272,8 @@ def write_archive(
     batch: list[bytes] = []
     ids: list[str | None] = []
     refused: dict[str, list[bytes]] = {"invalid": [], "error": []}
-    last_published = START
-    last_delivered = START
+    last_published = start
+    last_delivered = start
 
     def flush() -> None:
         nonlocal last_delivered
@@ -308,6 +313,7 @@ def write_archive(
         malformed_every=malformed_every,
         sequence_every=sequence_every,
         broken_every=broken_every,
+        start=start,
     ):
         batch.append(payload)
         ids.append(message_id if kind != "broken" else None)
@@ -325,6 +331,8 @@ def write_archive(
                 refused[channel].append(record)
         elif kind == "duplicate":
             result.duplicates += 1
+            if ledger and message_id is not None:
+                result.resent[message_id] += 1
         else:
             result.messages += 1
         if len(batch) >= per_object:
