@@ -13,6 +13,7 @@ read-only in Lambda, so nothing is compiled to disk there and every cold start c
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -61,18 +62,21 @@ def _boto3_pin() -> str:
 
 
 def python() -> Path:
-    """The venv's interpreter, made on first use (boto3 only, as the runtime has it)."""
+    """The venv's interpreter, made on first use (boto3 only, as the runtime has it). Test
+    processes running side by side wait for the one that makes it (a file lock)."""
     interpreter = VENV / "bin" / "python"
     marker = VENV / ".boto3"
     pin = _boto3_pin()
-    if interpreter.exists() and marker.is_file() and marker.read_text() == pin:
-        return interpreter
-    shutil.rmtree(VENV, ignore_errors=True)
-    subprocess.run([str(_interpreter()), "-m", "venv", str(VENV)], check=True)
-    subprocess.run(
-        [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", pin], check=True
-    )
-    marker.write_text(pin)
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with (VENV.parent / f"{VENV.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if interpreter.exists() and marker.is_file() and marker.read_text() == pin:
+            return interpreter
+        shutil.rmtree(VENV, ignore_errors=True)
+        subprocess.run([str(_interpreter()), "-m", "venv", str(VENV)], check=True)
+        install = [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", pin]
+        subprocess.run(install, check=True)
+        marker.write_text(pin)
     return interpreter
 
 
