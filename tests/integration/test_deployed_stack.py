@@ -27,7 +27,7 @@ from rdss.workload import Workload
 from tests.support import cloudformation
 from tests.support.system import System
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ACCOUNT = "000000000000"  # LocalStack's
 
