@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -63,7 +64,13 @@ class LocalStack:
     def __init__(self, port: int | None = None, services: str = SERVICES) -> None:
         self.port = port or free_port()
         self.services = services
-        self.log = Path(tempfile.mkstemp(prefix="rdss-localstack-", suffix=".log")[1])
+        # A FILESYSTEM_ROOT of its own (state, temporary files, logs: another LocalStack of the
+        # same checkout must not see them), sharing only the installed libraries.
+        self.root = Path(tempfile.mkdtemp(prefix="rdss-localstack-"))
+        libraries = Path("var/lib/localstack/lib")
+        (self.root / libraries).parent.mkdir(parents=True)
+        (self.root / libraries).symlink_to(filesystem_root() / libraries, target_is_directory=True)
+        self.log = self.root / "localstack.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -87,7 +94,7 @@ class LocalStack:
             "PATH": f"{VENV / 'bin'}:{env.get('PATH', '')}",
             "GATEWAY_LISTEN": f"127.0.0.1:{self.port}",
             "OVERRIDE_IN_DOCKER": "0",
-            "FILESYSTEM_ROOT": str(filesystem_root()),
+            "FILESYSTEM_ROOT": str(self.root),
             "PERSISTENCE": "0",
             "KINESIS_PERSISTENCE": "0",
             "DNS_ADDRESS": "0",
@@ -189,6 +196,13 @@ class LocalStack:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.process = None
+        # keep the log of a run that failed to start (LocalStackUnavailable names it); the rest goes
+        for path in self.root.iterdir():
+            if path != self.log:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
     def __enter__(self) -> LocalStack:
         self.start()
