@@ -15,7 +15,7 @@ CDK := node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock
+.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock localstack test-localstack
 
 $(STAMP): requirements-dev.txt pyproject.toml setup.py rdss/_fastcheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,9 @@ lock: $(STAMP)
 	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --extra amqp --extra local --extra tracing pyproject.toml -o requirements.txt
 	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --all-extras pyproject.toml -o requirements-dev.txt
 	$(UV_COMPILE) -c requirements.lock --python-version 3.12 lambdas/requirements.in -o lambdas/requirements.txt
+	@# LocalStack's own venv (make localstack): Python 3.13 on this machine's platform, a lock of its own
+	$(BIN)/uv pip compile --quiet --no-emit-index-url --custom-compile-command "make lock" --python-version 3.13 \
+	  --python-platform x86_64-unknown-linux-gnu tests/support/localstack/requirements.in -o tests/support/localstack/requirements.txt
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -89,8 +92,19 @@ synth: setup node
 demo: setup
 	$(BIN)/python -m rdss local demo
 
-test: setup rabbitmq lint typecheck
-	$(BIN)/python -m pytest
+# LocalStack community in host mode, set up under .localstack/ from PyPI, npm and Debian alone
+# (tests/support/localstack/install.py): needs a Python >= 3.13 (pyenv's) and says so if none.
+localstack: $(STAMP)
+	$(BIN)/python -m tests.support.localstack install
+
+# The integration suite against a LocalStack of its own on a free loopback port, stopped after.
+test-localstack: localstack
+	$(BIN)/python -m tests.support.localstack run -- $(BIN)/python -m pytest -p no:cacheprovider -rs -n 3 tests/integration
+
+# Every suite, side by side (tests/support/suites.py): unit, cdk, glue, amqp, package, and the
+# integration suite twice - on the embedded moto and on LocalStack. Each suite's time is printed.
+test: setup rabbitmq localstack lint typecheck
+	$(BIN)/python -m tests.support.suites
 
 lint: setup
 	$(BIN)/ruff check rdss tests glue_jobs app.py stacks
@@ -100,4 +114,4 @@ typecheck: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build $(GLUE_LIB) *.egg-info rdss/*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .localstack build $(GLUE_LIB) *.egg-info rdss/*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -80,6 +80,7 @@ class Analytics(Construct):
             key=key,
             access_logs=access_logs,
             removal=removal,
+            auto_delete=config.auto_delete_objects,
             lifecycle_rules=[
                 *lifecycle_rules(config.lifecycle("curated")),
                 *expiry_rules(
@@ -95,6 +96,7 @@ class Analytics(Construct):
             key=key,
             access_logs=access_logs,
             removal=removal,
+            auto_delete=config.auto_delete_objects,
             lifecycle_rules=expiry_rules(expire_after_days=config.retention.athena_results_days),
         ).bucket
 

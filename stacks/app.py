@@ -27,9 +27,22 @@ def build(app: cdk.App, environment: str | None = None) -> RdssStack:
         name,
         account=app.node.try_get_context("account"),
         region=app.node.try_get_context("region"),
+        # -c custom_resources=false: a stack CloudFormation can create where functions cannot run
+        custom_resources=_flag(app.node.try_get_context("custom_resources")),
     )
     stack = RdssStack(app, f"rdss-{config.name}", config=config)
     cdk.Tags.of(stack).add("Project", "rdss")
     cdk.Tags.of(stack).add("Environment", config.name)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
     return stack
+
+
+def _flag(value: object) -> bool | None:
+    """A boolean context value as given with ``-c`` (a string) or in cdk.json (a bool)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "1", "yes"):
+        return True
+    if str(value).lower() in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"expected true or false, found {value!r}")

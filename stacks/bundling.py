@@ -3,12 +3,18 @@
 An asset's zip root holds what the Lambda runtime imports:
 
 - ``handler.py`` (and anything else) from ``lambdas/<processor>/``;
-- the ``rdss`` package, without compiled extensions (they are built for this machine, not for
-  Lambda's; the classifier falls back to jsonschema-rs when its C fast path is absent);
+- the modules of the ``rdss`` package the handler imports, directly or through other modules
+  (:func:`handler_modules`): not the whole package, so an asset holds no gateway, benchmark or
+  local runtime code and is not rebuilt when those change; never compiled extensions (built
+  for this machine, not for Lambda's);
 - ``schemas/`` beside ``rdss/``, where :func:`rdss.schemas.schemas_dir` looks for it;
 - the wheels of ``lambdas/requirements.txt`` for the Lambda platform (manylinux, arm64,
   CPython 3.12), installed with ``pip --platform ... --only-binary=:all:`` so that nothing is
   compiled here for the wrong machine (:data:`PYTHON_312_ARM64`).
+
+The same bundle can be built for x86_64 (:data:`PYTHON_312_X86_64`): the same files with
+x86_64 wheels, which a Python 3.12 on this machine can import (tests/lambda_assets, and
+``rdss bench coldstart``).
 
 The dependencies are installed once per requirements file and platform into
 ``.cache/lambda-deps/<hash>/`` (pip's own cache sits in ``.cache/pip``), and every bundle
@@ -19,6 +25,7 @@ entirely when ``cdk.out`` already holds an asset with that hash.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import shutil
@@ -42,7 +49,7 @@ REQUIREMENTS = LAMBDAS / "requirements.txt"
 CACHE = REPO / ".cache"
 
 #: Bumped whenever the layout of a bundle changes, so old cached assets are not reused.
-BUNDLE_FORMAT = "1"
+BUNDLE_FORMAT = "2"
 
 #: Files of the source trees that never go into a bundle: byte code, and native extensions
 #: built for this machine (``*.so``) with their C source.
@@ -75,6 +82,63 @@ PYTHON_312_ARM64 = LambdaPlatform(
 )
 
 
+PYTHON_312_X86_64 = LambdaPlatform(
+    runtime=lambda_.Runtime.PYTHON_3_12,
+    architecture=lambda_.Architecture.X86_64,
+    python_version="3.12",
+    pip_platforms=("manylinux2014_x86_64", "manylinux_2_28_x86_64"),
+)
+
+
+def _module_file(name: str) -> Path | None:
+    """The source of module ``rdss.x.y`` under :data:`PACKAGE` (a module or a package's __init__)."""
+    relative = Path(*name.split("."))
+    for candidate in (REPO / relative.with_suffix(".py"), REPO / relative / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(path: Path, name: str) -> set[str]:
+    """The ``rdss`` modules ``path`` (module ``name``) imports, anywhere in it: at the top, in
+    functions, under TYPE_CHECKING - what might be imported is bundled, never less."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            # `from rdss.x import y` may name a module y as well as an attribute
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {n for n in found if n == PACKAGE.name or n.startswith(PACKAGE.name + ".")}
+
+
+def handler_modules(handler_dir: Path) -> list[Path]:
+    """The files of ``rdss/`` a handler needs: every module it imports, transitively, and the
+    ``__init__.py`` of every package on the way (Python runs those first)."""
+    pending = [name for path in _files(handler_dir) if path.suffix == ".py" for name in _imported(path, path.stem)]
+    seen: set[str] = set()
+    files: set[Path] = set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        pending += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages
+        source = _module_file(name)
+        if source is None:
+            continue  # an attribute imported from a module, not a module
+        files.add(source)
+        pending += _imported(source, name)
+    return sorted(files)
+
+
 def _files(root: Path) -> Iterator[Path]:
     """The files of ``root`` that belong in a bundle, in a stable order."""
     for path in sorted(root.rglob("*")):
@@ -83,13 +147,6 @@ def _files(root: Path) -> Iterator[Path]:
             continue
         if path.is_file() and path.suffix not in _EXCLUDED_SUFFIXES:
             yield path
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    for path in _files(source):
-        destination = target / path.relative_to(source)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, destination)
 
 
 def _link_tree(source: Path, target: Path) -> None:
@@ -165,22 +222,37 @@ class LocalPythonBundling:
         """Writes the bundle to ``output_dir``. Always True: a failure raises, so CDK never
         falls back to Docker (which this machine does not have). The bundling options (the
         Docker image and command) are not used."""
-        output = Path(output_dir)
-        _link_tree(dependencies(self.platform), output)
-        _copy_tree(PACKAGE, output / PACKAGE.name)
-        _copy_tree(SCHEMAS, output / SCHEMAS.name)
-        _copy_tree(self.handler_dir, output)
+        bundle(self.handler_dir, Path(output_dir), self.platform)
         return True
+
+
+def _sources(handler_dir: Path) -> Iterator[tuple[Path, str]]:
+    """Each source file of a bundle and its path inside it, dependencies aside."""
+    for path in _files(handler_dir):
+        yield path, path.relative_to(handler_dir).as_posix()
+    for path in handler_modules(handler_dir):
+        yield path, path.relative_to(REPO).as_posix()
+    for path in _files(SCHEMAS):
+        yield path, path.relative_to(REPO).as_posix()
+
+
+def bundle(handler_dir: Path, output: Path, platform: LambdaPlatform = PYTHON_312_ARM64) -> Path:
+    """Writes the asset of the processor in ``handler_dir`` for ``platform`` to ``output``."""
+    _link_tree(dependencies(platform), output)
+    for source, relative in _sources(handler_dir):
+        destination = output / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, destination)
+    return output
 
 
 def fingerprint(handler_dir: Path, platform: LambdaPlatform = PYTHON_312_ARM64) -> str:
     """A hash of everything a bundle is made of: when it is unchanged, so is the asset."""
     digest = hashlib.sha256(f"{BUNDLE_FORMAT}:{platform.python_version}:{platform.pip_platforms}".encode())
     digest.update(REQUIREMENTS.read_bytes())
-    for root, name in ((handler_dir, "handler"), (PACKAGE, PACKAGE.name), (SCHEMAS, SCHEMAS.name)):
-        for path in _files(root):
-            digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-            digest.update(path.read_bytes())
+    for path, relative in _sources(handler_dir):
+        digest.update(f"{relative}\0".encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -207,3 +279,25 @@ def processor_code(handler: str, platform: LambdaPlatform = PYTHON_312_ARM64) ->
             local=LocalPythonBundling(directory, platform),
         ),
     )
+
+
+def built(handler: str, platform: LambdaPlatform = PYTHON_312_ARM64) -> Path:
+    """The asset of a processor (its topology ``handler``) for ``platform``, built outside CDK
+    into ``.cache/assets/`` once per fingerprint (the x86_64 twins the tests import)."""
+    directory, _ = handler_location(handler)
+    arch = "aarch64" if "aarch64" in platform.key else "x86_64"
+    target = CACHE / "assets" / f"{directory.name}-{arch}-{fingerprint(directory, platform)[:16]}"
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+    try:
+        bundle(directory, building, platform)
+        try:
+            building.rename(target)
+        except OSError:  # built concurrently: keep the first
+            shutil.rmtree(building, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return target

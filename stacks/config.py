@@ -173,10 +173,19 @@ class EnvironmentConfig:
     sequence_timeout_seconds: int
     alarm_email: str | None = None
     termination_protection: bool = False
+    #: Whether the stack may hold Lambda-backed custom resources (the auto-delete of dev's
+    #: buckets). False for a CloudFormation that cannot invoke functions - LocalStack without
+    #: Docker (``-c custom_resources=false``): buckets are then emptied by whoever deletes the stack.
+    custom_resources: bool = True
 
     @property
     def retains_data(self) -> bool:
         return self.removal_policy == "retain"
+
+    @property
+    def auto_delete_objects(self) -> bool:
+        """Buckets are emptied by the stack itself when it is deleted."""
+        return not self.retains_data and self.custom_resources
 
     @property
     def cdk_removal_policy(self) -> cdk.RemovalPolicy:
@@ -248,6 +257,7 @@ def load(
     account: str | None = None,
     region: str | None = None,
     environ: Mapping[str, str] | None = None,
+    custom_resources: bool | None = None,
 ) -> EnvironmentConfig:
     """The settings of environment ``name`` from the ``rdss`` context object.
 
@@ -296,6 +306,7 @@ def load(
         sequence_timeout_seconds=int(raw.pop("sequence_timeout_seconds", 3600)),
         alarm_email=raw.pop("alarm_email", None),
         termination_protection=bool(raw.pop("termination_protection", False)),
+        custom_resources=bool(raw.pop("custom_resources", True)) if custom_resources is None else custom_resources,
     )
     raw.pop("account", None)
     raw.pop("region", None)

@@ -50,7 +50,11 @@ class Messaging(Construct):
 
         # Buckets: one per topology bucket, each logging its access to the access-log bucket.
         self.access_logs = AccessLogBucket(
-            self, "AccessLogs", removal=removal, expire_after_days=config.retention.access_log_days
+            self,
+            "AccessLogs",
+            removal=removal,
+            expire_after_days=config.retention.access_log_days,
+            auto_delete=config.auto_delete_objects,
         ).bucket
         self.buckets: dict[str, s3.Bucket] = {}
         for spec in topology.buckets:
@@ -60,6 +64,7 @@ class Messaging(Construct):
                 key=key,
                 access_logs=self.access_logs,
                 removal=removal,
+                auto_delete=config.auto_delete_objects,
                 versioned=config.retains_data and spec.expire_after_days is None,
                 lifecycle_rules=self._lifecycle(spec.name, spec.expire_after_days),
             ).bucket

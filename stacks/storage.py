@@ -62,7 +62,12 @@ def lifecycle_rules(lifecycle: BucketLifecycle) -> list[s3.LifecycleRule]:
 
 
 def _bucket(
-    scope: Construct, *, removal: cdk.RemovalPolicy, lifecycle_rules: Sequence[s3.LifecycleRule], **properties: Any
+    scope: Construct,
+    *,
+    removal: cdk.RemovalPolicy,
+    lifecycle_rules: Sequence[s3.LifecycleRule],
+    auto_delete: bool | None = None,
+    **properties: Any,
 ) -> s3.Bucket:
     """What every bucket here shares: TLS only, never public, no ACLs, ``lifecycle_rules`` plus
     housekeeping; the other ``properties`` (encryption, access logging, versioning) differ."""
@@ -79,8 +84,10 @@ def _bucket(
             s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(7)),
         ],
         removal_policy=removal,
-        # dev: emptied on stack deletion, so the bucket really goes; prod: kept, data and all.
-        auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY,
+        # dev: emptied on stack deletion (by a Lambda-backed custom resource), so the bucket
+        # really goes; prod: kept, data and all. auto_delete=False: whoever deletes the stack
+        # empties the buckets first (an engine that cannot invoke functions, e.g. LocalStack here).
+        auto_delete_objects=removal == cdk.RemovalPolicy.DESTROY if auto_delete is None else auto_delete,
         **properties,
     )
 
@@ -93,12 +100,19 @@ class AccessLogBucket(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, removal: cdk.RemovalPolicy, expire_after_days: int
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal: cdk.RemovalPolicy,
+        expire_after_days: int,
+        auto_delete: bool | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bucket = _bucket(
             self,
             removal=removal,
+            auto_delete=auto_delete,
             lifecycle_rules=expiry_rules(expire_after_days=expire_after_days),
             encryption=s3.BucketEncryption.S3_MANAGED,
         )
@@ -117,11 +131,13 @@ class SecureBucket(Construct):
         removal: cdk.RemovalPolicy,
         lifecycle_rules: Sequence[s3.LifecycleRule] = (),
         versioned: bool = False,
+        auto_delete: bool | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bucket = _bucket(
             self,
             removal=removal,
+            auto_delete=auto_delete,
             lifecycle_rules=lifecycle_rules,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=key,

@@ -73,6 +73,11 @@ def register(commands: Any) -> None:
     bridge.add_argument("--json", action="store_true", help="print the figures as JSON")
     bridge.set_defaults(run=run_bridge)
 
+    coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
+    coldstart.add_argument("--rounds", type=int, default=7, metavar="N", help="fresh processes per figure (default 7)")
+    coldstart.add_argument("--json", action="store_true", help="print the figures as JSON")
+    coldstart.set_defaults(run=run_coldstart)
+
 
 def run_validate(args: argparse.Namespace) -> int:
     from rdss.bench import reference, validate
@@ -213,4 +218,25 @@ def run_glue(args: argparse.Namespace) -> int:
     )
     busy = "unknown" if figures.busy_before is None else f"{figures.busy_before:.0%}"
     print(f"  machine: {figures.cores} cores, {busy} busy with other work just before the runs")
+    return 0
+
+
+def run_coldstart(args: argparse.Namespace) -> int:
+    from rdss.bench import coldstart
+
+    if args.rounds < 1:
+        raise CommandError("--rounds must be at least 1")
+    figures = coldstart.run(args.rounds)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps([f.as_dict() for f in figures]) + b"\n")
+        return 0
+    print(
+        f"Lambda assets (arm64, zipped) and handler cold imports (x86_64 twin, Python 3.12, median of {args.rounds}):"
+    )
+    for f in figures:
+        print(
+            f"  {f.function:<10} {f.zipped_bytes / 1e6:6.2f} MB, {f.package_files:>3} rdss files, "
+            f"import {f.import_seconds * 1000:6.0f} ms vs boto3 alone {f.reference_seconds * 1000:5.0f} ms "
+            f"({f.ratio:.2f}x)"
+        )
     return 0

@@ -102,6 +102,7 @@ def run(
     endpoint = endpoint or connect()
     where = "embedded moto server" if endpoint.embedded else "AWS_ENDPOINT_URL"
     console.print(f"AWS: {where} at [cyan]{endpoint.url}[/]")
+    runtime: Runtime | None = None
     try:
         settings = Settings(environment=f"demo{uuid.uuid4().hex[:6]}", firehose_buffer_seconds=2.0)
         runtime = Runtime(endpoint, settings)
@@ -134,9 +135,12 @@ def run(
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
             console.print(f"report written to [cyan]{report}[/]")
-        runtime.stop()
         return body
     finally:
+        if runtime is not None and owned:
+            runtime.stop()
+        elif runtime is not None:  # an endpoint someone else runs (LocalStack, an account) keeps nothing of it
+            runtime.deprovision()
         if owned:
             endpoint.stop()
 

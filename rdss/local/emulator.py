@@ -10,6 +10,7 @@ its own), :func:`connect` uses that endpoint instead of starting moto.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -176,14 +177,19 @@ def connect(region: str | None = None) -> Endpoint:
 
 
 def provision(endpoint: Endpoint, deployment: Deployment, *, shards: int = 1) -> None:
-    """Create every stream, table and bucket of the deployment (idempotent)."""
+    """Create every stream, table and bucket of the deployment (idempotent).
+
+    Waits for what a real account makes callers wait for: streams ACTIVE (Kinesis creates at
+    most five at a time per account, and refuses a stream that would pass the shard quota
+    while older streams are still being deleted), tables ACTIVE.
+    """
     kinesis, dynamodb, s3 = endpoint.client("kinesis"), endpoint.client("dynamodb"), endpoint.client("s3")
     topology = deployment.topology
-    existing = set(kinesis.list_streams().get("StreamNames", []))
+    existing = set(_stream_names(kinesis))
     for channel in topology.channels:
         name = deployment.stream(channel.name)
         if name not in existing:
-            kinesis.create_stream(StreamName=name, ShardCount=shards)
+            _create_stream(kinesis, name, shards)
     tables = set(dynamodb.list_tables().get("TableNames", []))
     for table in topology.tables:
         name = deployment.table(table.name)
@@ -203,12 +209,70 @@ def provision(endpoint: Endpoint, deployment: Deployment, *, shards: int = 1) ->
         if name not in buckets:
             s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": endpoint.region})
     for channel in topology.channels:
-        _wait_active(kinesis, deployment.stream(channel.name))
+        wait_active(kinesis, deployment.stream(channel.name))
     for table in topology.tables:
         dynamodb.get_waiter("table_exists").wait(TableName=deployment.table(table.name))
 
 
-def _wait_active(kinesis: Any, stream: str, timeout: float = 60) -> None:
+def deprovision(endpoint: Endpoint, deployment: Deployment) -> None:
+    """Delete the deployment's streams, tables and buckets (objects and versions first).
+
+    What tests and demos run against a shared endpoint (LocalStack, an account with quotas)
+    must not outlive them. Deletion is asked for, not waited for; what is already gone is fine.
+    """
+    kinesis, dynamodb, s3 = endpoint.client("kinesis"), endpoint.client("dynamodb"), endpoint.client("s3")
+    topology = deployment.topology
+    for channel in topology.channels:
+        with contextlib.suppress(kinesis.exceptions.ResourceNotFoundException):
+            kinesis.delete_stream(StreamName=deployment.stream(channel.name), EnforceConsumerDeletion=True)
+    for table in topology.tables:
+        with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
+            dynamodb.delete_table(TableName=deployment.table(table.name))
+    for bucket in topology.buckets:
+        empty_bucket(s3, deployment.bucket(bucket.name), delete=True)
+
+
+def empty_bucket(s3: Any, bucket: str, *, delete: bool = False) -> None:
+    """Remove every object version and delete marker of ``bucket`` (and the bucket itself)."""
+    try:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            doomed = [
+                {"Key": o["Key"], "VersionId": o["VersionId"]}
+                for o in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
+            for start in range(0, len(doomed), 1000):
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed[start : start + 1000], "Quiet": True})
+        if delete:
+            s3.delete_bucket(Bucket=bucket)
+    except s3.exceptions.NoSuchBucket:
+        return
+
+
+def _stream_names(kinesis: Any) -> list[str]:
+    names: list[str] = []
+    for page in kinesis.get_paginator("list_streams").paginate():
+        names += page.get("StreamNames", [])
+    return names
+
+
+def _create_stream(kinesis: Any, name: str, shards: int, timeout: float = 120) -> None:
+    """CreateStream, waiting out LimitExceededException: five streams CREATING at once, or the
+    shard quota until streams being deleted are gone."""
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while True:
+        try:
+            kinesis.create_stream(StreamName=name, ShardCount=shards)
+            return
+        except kinesis.exceptions.LimitExceededException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def wait_active(kinesis: Any, stream: str, timeout: float = 60) -> None:
+    """Until ``stream`` is ACTIVE: after creation, and after a reshard (it is UPDATING meanwhile)."""
     deadline = time.monotonic() + timeout
     while True:
         status = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]

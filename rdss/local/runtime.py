@@ -17,6 +17,7 @@ AWS would run around it:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -29,7 +30,7 @@ import orjson
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
 from rdss.delivery import PutRecordsBatcher, Record
-from rdss.local.emulator import Endpoint, provision
+from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import FirehoseBridge
 from rdss.sequencer import Sequencer, Sweep
@@ -241,6 +242,15 @@ class Runtime:
                 bridge.flush()
         for handler in self.handlers.values():
             handler.close()
+
+    def deprovision(self) -> None:
+        """Delete what :meth:`provision` created: streams, tables, buckets and failure queues."""
+        self.stop()
+        sqs = self.endpoint.client("sqs")
+        for queue_url in self._failures.values():
+            with contextlib.suppress(sqs.exceptions.QueueDoesNotExist):
+                sqs.delete_queue(QueueUrl=queue_url)
+        deprovision(self.endpoint, self.deployment)
 
     # -- inspection ----------------------------------------------------------------------------
     @property

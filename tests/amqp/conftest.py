@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.integration.conftest import endpoint, system  # noqa: F401 - fixtures for the Kinesis side
+from tests.integration.conftest import endpoint, system, systems  # noqa: F401 - fixtures for the Kinesis side
 from tests.support.rabbitmq import RabbitMQ, install
 
 #: The repository's root: where ``python -m rdss`` runs from.

@@ -47,3 +47,25 @@ def test_unknown_environment_and_settings_are_errors() -> None:
     broken["environments"]["dev"]["removal_policy"] = "snapshot"
     with pytest.raises(ConfigError, match="removal_policy"):
         load(broken, "dev", environ={})
+
+
+def test_custom_resources_off_keeps_dev_buckets_for_whoever_deletes_the_stack() -> None:
+    # dev empties its buckets on deletion through a Lambda-backed custom resource, unless the
+    # CloudFormation deploying it cannot run functions (-c custom_resources=false: LocalStack here)
+    assert load(RDSS_CONTEXT, "dev", environ={}).auto_delete_objects
+    assert not load(RDSS_CONTEXT, "dev", environ={}, custom_resources=False).auto_delete_objects
+    assert not load(RDSS_CONTEXT, "prod", environ={}).auto_delete_objects  # retained: never emptied
+
+
+@pytest.mark.parametrize(("given", "expected"), [("false", False), ("true", True), (False, False), (None, None)])
+def test_the_custom_resources_switch_reads_cli_and_json_values(given: object, expected: bool | None) -> None:
+    from stacks.app import _flag
+
+    assert _flag(given) is expected
+
+
+def test_a_malformed_custom_resources_switch_is_refused() -> None:
+    from stacks.app import _flag
+
+    with pytest.raises(ConfigError, match="true or false"):
+        _flag("maybe")

@@ -108,8 +108,8 @@ def test_duplicates_are_dropped_within_a_batch_and_across_batches(system: System
     assert sorted(ids(routed)) == sorted(m["messageHeader"]["messageId"] for m in messages)
 
 
-def test_a_duplicate_published_on_another_shard_is_dropped(endpoint):
-    system = System.create(endpoint, shards=2)
+def test_a_duplicate_published_on_another_shard_is_dropped(systems):
+    system = systems(shards=2)
     message = orjson.dumps(Workload(34).message("MetadataCreate", "Event"))
     system.publish([message], partition_key="a")
     system.publish([message], partition_key="zzzz")

@@ -146,4 +146,4 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     assert broker.function_errors >= 3
     assert broker.bisections >= 1
     assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
-    runtime.stop()
+    runtime.deprovision()

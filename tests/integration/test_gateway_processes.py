@@ -9,6 +9,7 @@ SIGKILL: no clean-up runs.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -46,12 +47,16 @@ def start_worker(system: System, output: Path, *args: str) -> subprocess.Popen[s
 
 
 def finish(worker: subprocess.Popen[str], timeout: float = 60) -> tuple[int, dict[str, Any] | None, str]:
+    if "AWS_ENDPOINT_URL" in os.environ:  # LocalStack or an account: leases and reads take longer than moto's
+        timeout *= 3
     out, err = worker.communicate(timeout=timeout)
     lines = [line for line in out.splitlines() if line.startswith("{")]
     return worker.returncode, (json.loads(lines[-1]) if lines else None), err
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
+    if "AWS_ENDPOINT_URL" in os.environ:  # LocalStack or an account: every call takes longer than moto's
+        timeout *= 3
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -73,36 +78,50 @@ def lease_owners(system: System) -> dict[str, str | None]:
     return {i["shardId"]["S"]: i.get("leaseOwner", {}).get("S") for i in items["Items"]}
 
 
-def test_a_crash_before_the_checkpoint_loses_nothing_and_delivers_nothing_twice(endpoint, tmp_path):
-    system = System.create(endpoint, shards=2)
+def idle(system: System) -> str:
+    """How long a worker waits on empty reads before it decides its shards are drained.
+
+    moto answers every GetRecords with all it has. Kinesis (and LocalStack) may return an
+    empty page while records lie further on, and take longer to hand out leases: a worker that
+    gives up after 1.5 s there has not read the stream, it has only begun to.
+    """
+    return "1.5" if system.endpoint.embedded else "10"
+
+
+def test_a_crash_before_the_checkpoint_loses_nothing_and_delivers_nothing_twice(systems, tmp_path):
+    system = systems(shards=2)
     output = tmp_path / "processed.txt"
     first = publish(system, Workload(61).mix(30))
 
     crashed = start_worker(system, output, "--crash-on-checkpoint")
     code, _, err = finish(crashed)
     assert code == -signal.SIGKILL, err  # killed at its first checkpoint write
-    assert sorted(lines(output)) == sorted(first)  # every message processed and recorded RECEIVED...
+    before_crash = lines(output)  # processed and recorded RECEIVED (moto: all 30 in one read)...
+    assert before_crash
+    assert set(before_crash) <= set(first)
+    if system.endpoint.embedded:
+        assert sorted(before_crash) == sorted(first)
     rows = system.client("dynamodb").scan(TableName=system.deployment.table("checkpoints"))["Items"]
     assert {row["checkpoint"]["S"] for row in rows} == {"TRIM_HORIZON"}  # ...but no position saved
 
-    code, stats, err = finish(start_worker(system, output, "--idle", "1.5"))
+    code, stats, err = finish(start_worker(system, output, "--idle", idle(system)))
     assert code == 0, err
     assert stats is not None
     assert stats["records"] == 30  # read again from the start of each shard
-    assert stats["duplicates"] == 30  # and dropped: not delivered twice
-    assert stats["acked"] == 0
-    assert sorted(lines(output)) == sorted(first)
+    assert stats["duplicates"] == len(before_crash)  # what was processed is dropped: not delivered twice
+    assert stats["acked"] == 30 - len(before_crash)
+    assert sorted(lines(output)) == sorted(first)  # each message once
 
     later = publish(system, Workload(62).mix(10))
-    code, stats, err = finish(start_worker(system, output, "--idle", "1.5"))
+    code, stats, err = finish(start_worker(system, output, "--idle", idle(system)))
     assert code == 0, err
     assert stats is not None
     assert (stats["records"], stats["duplicates"], stats["acked"]) == (10, 0, 10)  # resumed after the checkpoint
     assert sorted(lines(output)) == sorted(first + later)
 
 
-def test_a_worker_killed_while_holding_leases_is_taken_over(endpoint, tmp_path):
-    system = System.create(endpoint, shards=4)
+def test_a_worker_killed_while_holding_leases_is_taken_over(systems, tmp_path):
+    system = systems(shards=4)
     out_a, out_b = tmp_path / "a.txt", tmp_path / "b.txt"
     worker_a = start_worker(system, out_a, "--lease", "1")
     worker_b = None

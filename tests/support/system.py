@@ -9,7 +9,7 @@ from typing import Any
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
 from rdss.delivery import PutRecordsBatcher, Record
-from rdss.local.emulator import Endpoint, provision
+from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping
 from rdss.retry import Backoff
 from rdss.sequencer import Sequencer, Sweep
@@ -30,6 +30,10 @@ class System:
         deployment = Deployment(f"t{uuid.uuid4().hex[:10]}")
         provision(endpoint, deployment, shards=shards)
         return cls(endpoint, deployment)
+
+    def delete(self) -> None:
+        """Delete the deployment's streams, tables and buckets."""
+        deprovision(self.endpoint, self.deployment)
 
     @property
     def names(self) -> Resolved:

@@ -1,0 +1,155 @@
+"""``make test``'s pytest half: the suites run side by side, each in its own process and log.
+
+The machine has two cores and several suites mostly wait (on moto, LocalStack, RabbitMQ,
+subprocesses), so up to ``--jobs`` of them run at once, the longest first. Each suite's log
+goes to ``build/test-logs/<suite>.log``; a suite that fails has its log's tail printed. The
+closing lines give each suite's wall time, every skipped test with its reason, and one
+``N passed, N failed, N skipped`` line for the whole run.
+
+    python -m tests.support.suites [--jobs N] [SUITE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "build" / "test-logs"
+PYTHON = sys.executable
+PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q"]
+
+
+@dataclass
+class Suite:
+    name: str
+    command: list[str]
+    started: float = 0.0
+    seconds: float = 0.0
+    process: subprocess.Popen[bytes] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        return LOGS / f"{self.name}.log"
+
+
+#: Longest first: the LocalStack run (most of it waiting on LocalStack) and the moto one.
+SUITES = {
+    "localstack": [
+        PYTHON,
+        "-m",
+        "tests.support.localstack",
+        "run",
+        "--",
+        *PYTEST,
+        "-n",
+        "3",
+        "tests/integration",
+    ],
+    "integration": [*PYTEST, "tests/integration"],
+    "glue": [*PYTEST, "tests/glue"],
+    "amqp": [*PYTEST, "tests/amqp"],
+    "cdk": [*PYTEST, "tests/cdk"],
+    "package": [*PYTEST, "tests/package"],
+    "unit": [*PYTEST, "tests/unit"],
+}
+
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+
+
+def _summary(log: str) -> dict[str, int]:
+    lines = [line for line in log.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
+    if not lines:
+        return {}
+    counts: dict[str, int] = {}
+    for number, kind in _COUNT.findall(lines[-1]):
+        counts["error" if kind.startswith("error") else kind] = int(number)
+    return counts
+
+
+def run(names: list[str], jobs: int) -> int:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    pending = [Suite(name, SUITES[name]) for name in names]
+    running: list[Suite] = []
+    done: list[Suite] = []
+    began = time.monotonic()
+    while pending or running:
+        while pending and len(running) < jobs:
+            suite = pending.pop(0)
+            suite.started = time.monotonic()
+            with suite.log.open("wb") as log:
+                suite.process = subprocess.Popen(suite.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            print(f"[{time.monotonic() - began:6.0f} s] {suite.name}: started", flush=True)
+            running.append(suite)
+        time.sleep(1)
+        for suite in [s for s in running if s.process is not None and s.process.poll() is not None]:
+            running.remove(suite)
+            done.append(suite)
+            suite.seconds = time.monotonic() - suite.started
+            text = suite.log.read_text(errors="replace")
+            suite.counts = _summary(text)
+            code = suite.process.returncode if suite.process else 1
+            verdict = "passed" if code == 0 else f"FAILED (exit {code})"
+            print(
+                f"[{time.monotonic() - began:6.0f} s] {suite.name}: {verdict} in {suite.seconds:.0f} s {suite.counts}"
+            )
+            if code != 0:
+                print(f"---- {suite.log} (tail) ----\n" + "\n".join(text.splitlines()[-60:]), flush=True)
+
+    print("\nsuites (wall time each; they overlap):")
+    for suite in done:
+        print(f"  {suite.name:<12} {suite.seconds:6.0f} s  {suite.counts}")
+    print(f"  {'all':<12} {time.monotonic() - began:6.0f} s")
+    skipped = [
+        f"  [{suite.name}] {line.removeprefix('SKIPPED ')}"
+        for suite in done
+        for line in suite.log.read_text(errors="replace").splitlines()
+        if line.startswith("SKIPPED ")
+    ]
+    if skipped:
+        print("skipped, and why:\n" + "\n".join(skipped))
+    unmodelled = sorted(
+        {
+            f"  [{suite.name}] {line.split('UserWarning: ', 1)[1]}"
+            for suite in done
+            for line in suite.log.read_text(errors="replace").splitlines()
+            if "UserWarning: " in line and "does not model" in line
+        }
+    )
+    if unmodelled:
+        print("what an endpoint does not model (checked where it does):\n" + "\n".join(unmodelled))
+    failures = [s for s in done if s.process is None or s.process.returncode != 0]
+    total = {kind: sum(s.counts.get(kind, 0) for s in done) for kind in ("passed", "failed", "skipped", "error")}
+    failed = total["failed"] + total["error"]
+    if failures and not failed:
+        failed = len(failures)  # a suite that died before pytest counted anything
+    print(f"{total['passed']} passed, {failed} failed, {total['skipped']} skipped")
+    return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Run the test suites side by side.")
+    parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"default: all ({', '.join(SUITES)})")
+    parser.add_argument("--jobs", type=int, default=3, help="suites at once (default 3)")
+    args = parser.parse_args()
+    unknown = set(args.suites) - set(SUITES)
+    if unknown:
+        parser.error(f"unknown suite(s) {sorted(unknown)}: choose from {', '.join(SUITES)}")
+    covered = {part for command in SUITES.values() for part in command if part.startswith("tests/")}
+    forgotten = sorted(
+        str(d.relative_to(ROOT)) for d in (ROOT / "tests").iterdir() if d.is_dir() and any(d.glob("test_*.py"))
+    )
+    forgotten = [d for d in forgotten if d not in covered]
+    if forgotten:
+        parser.error(f"test folders no suite runs: {forgotten} (add them to SUITES in {Path(__file__).name})")
+    return run(args.suites or list(SUITES), args.jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
