@@ -3,8 +3,8 @@
 An asset's zip root holds what the Lambda runtime imports:
 
 - ``handler.py`` (and anything else) from ``lambdas/<processor>/``;
-- the ``rdss`` package, without compiled extensions (they are built for this machine, not for
-  Lambda's; the classifier falls back to jsonschema-rs when its C fast path is absent);
+- the ``rdss`` package, pure Python (anything compiled in a checkout would be for this
+  machine, not Lambda's, so it is left out);
 - ``schemas/`` beside ``rdss/``, where :func:`rdss.schemas.schemas_dir` looks for it;
 - the wheels of ``lambdas/requirements.txt`` for the Lambda platform (manylinux, arm64,
   CPython 3.12), installed with ``pip --platform ... --only-binary=:all:`` so that nothing is

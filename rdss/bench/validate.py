@@ -38,7 +38,7 @@ def run(count: int, *, seed: int = 7, rounds: int = 5, reference: Path | None = 
     """Time the three on the same ``count`` realistic messages."""
     payloads = [orjson.dumps(message) for message in Workload(seed).mix(count)]
     invalid = [p for p in payloads if not validate(p, check_expiry=False).valid]
-    if invalid:  # a benchmark of the fast path must not silently time the slow one
+    if invalid:  # a benchmark of the valid path must not silently time the staged walk
         raise AssertionError(f"{len(invalid)} generated messages are invalid")
     reference_rate = None
     if reference is not None:
