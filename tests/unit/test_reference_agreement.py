@@ -31,6 +31,7 @@ from hypothesis.control import currently_in_test_context
 
 from rdss import schemas
 from rdss.bench.reference import candidate_locations, default_location, reference_validator
+from rdss.messages import failure_reply
 from rdss.sequences import split
 from rdss.validation import Verdict, validate
 from rdss.workload import Workload
@@ -153,6 +154,15 @@ def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
 _LEAP_SECOND = re.compile(r"^(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:)60(?=[.Zz+-])")
 
 
+def _failure_reply(message: dict[str, Any], verdict: Verdict) -> bool:
+    # undone: as the request it answers (a Command), the reference accepts it
+    header = _header(message)
+    if not (header.get("messageClass") == "Document" and header.get("errorCode") and header.get("correlationId")):
+        return False
+    as_request = {**message, "messageHeader": {**header, "messageClass": "Command"}}
+    return reference()(orjson.dumps(as_request))
+
+
 def _leap_second(message: dict[str, Any], verdict: Verdict) -> bool:
     undone = _map_strings(message, lambda text: _LEAP_SECOND.sub(r"\g<1>59", text))
     return undone != message and reference()(orjson.dumps(undone))
@@ -208,6 +218,13 @@ LAXER = (
         lambda message, verdict: _is_part(message) and isinstance(message.get("messageBody"), str),
     ),
     Difference(
+        "a failure reply's body",
+        "a Document answering a Read with an errorCode carries the body of the request it could not "
+        "answer (rdss.messages.failure_reply), checked as the request's; the published schemas know "
+        "only the response body",
+        _failure_reply,
+    ),
+    Difference(
         "a leap second",
         "RFC 3339 allows second 60 (the project reads it, rdss.timestamps); the reference's rfc3339-validator does not",
         _leap_second,
@@ -230,6 +247,8 @@ def _seeds() -> list[dict[str, Any]]:
         for message_class in schemas.classes_for(message_type)
     ]
     seeds += [orjson.loads(path.read_bytes()) for path in valid_examples()]
+    for message_type in ("MetadataRead", "VocabularyRead"):
+        seeds.append(failure_reply(workload.message(message_type, "Command"), "APPERR001", "cannot answer"))
     seeds += split(workload.large(30_000), limit=12_000)[:2]
     return seeds
 
@@ -456,6 +475,9 @@ def test_each_difference_is_real():
     }
     laxer = {
         "a sequence part's string body": SEEDS[-1],
+        "a failure reply's body": failure_reply(
+            Workload(31).message("MetadataRead", "Command"), "APPERRMET003", "not held here"
+        ),
         "a leap second": _changed(_create(), ("messageBody", "objectDate", 0, "dateValue"), "2016-12-31T23:59:60Z"),
     }
     assert set(stricter) == {d.name for d in STRICTER}

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rdss import schemas, validation
+from rdss.messages import failure_reply
 from rdss.sequences import split
 from rdss.validation import _Classifier, _validator, validate
 from rdss.workload import Workload
@@ -28,7 +29,12 @@ _json = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
     max_leaves=6,
 )
-_MESSAGES = [*Workload(99).mix(60), *split(Workload(98).large(40_000), limit=15_000)]
+_MESSAGES = [
+    *Workload(99).mix(60),
+    *split(Workload(98).large(40_000), limit=15_000),
+    failure_reply(Workload(97).message("MetadataRead", "Command"), "APPERRMET003", "not held here"),
+    failure_reply(Workload(97).message("VocabularyRead", "Command"), "APPERRVOC002", "no such vocabulary"),
+]
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -124,6 +130,16 @@ def test_a_valid_message_costs_one_parse_and_one_is_valid(monkeypatch, message_t
     assert verdict.valid
     assert counting.calls == ["is_valid"]
     assert len(parses) == 1
+
+
+@pytest.mark.parametrize("message_type", ["MetadataRead", "VocabularyRead"])
+def test_a_failure_reply_takes_the_valid_path_with_its_requests_validator(monkeypatch, message_type: str):
+    failure = failure_reply(Workload(5).message(message_type, "Command"), "APPERR001", "cannot answer")
+    key = (message_type, "Command", False)  # the request's body, the reply's own header
+    counting = _Counting(_validator(*key))
+    monkeypatch.setitem(validation._VALIDATORS, key, counting)
+    assert validate(orjson.dumps(failure)).valid
+    assert counting.calls == ["is_valid"]
 
 
 def test_an_invalid_message_is_described_by_the_staged_walk(monkeypatch):
