@@ -2,6 +2,11 @@
 
 Every schema has an ``$id`` under :data:`SCHEMA_BASE`; references between files are relative,
 so one in-memory registry resolves them all without any network access.
+
+The set is draft 2020-12 but for one document, :data:`INTEGER` (draft 04): the published
+schemas are draft 04, where ``1.0`` is not an integer, and 2020-12 cannot tell ``1.0`` from
+``1``. jsonschema-rs judges each document by its own ``$schema``, so every integer refers to
+that definition and the valid path pays nothing for the difference.
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ import orjson
 #: The namespace of every ``$id`` in ``schemas/`` (``.example`` is reserved: never fetched).
 SCHEMA_BASE = "https://schemas.rdss.example/3.0.2/"
 
-#: Draft of every schema in the set.
+#: Draft of every schema in the set but :data:`INTEGER`.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+#: The integer definition, draft 04 (whose documents name themselves with ``id``).
+INTEGER = "model/integer.json"
+INTEGER_DIALECT = "http://json-schema.org/draft-04/schema#"
 
 #: Where the uuid type lives: validation errors raised under it are malformed UUIDs (GENERR010).
 UUID_LOCATION = SCHEMA_BASE + "model/types.json#/$defs/uuid"
@@ -89,8 +98,9 @@ def documents() -> Mapping[str, dict[str, Any]]:
         relative = path.relative_to(root).as_posix()
         doc = orjson.loads(path.read_bytes())
         expected = SCHEMA_BASE + relative
-        if doc.get("$id") != expected:
-            raise ValueError(f"{path}: $id must be {expected!r}, found {doc.get('$id')!r}")
+        keyword = "id" if doc.get("$schema") == INTEGER_DIALECT else "$id"
+        if doc.get(keyword) != expected:
+            raise ValueError(f"{path}: {keyword} must be {expected!r}, found {doc.get(keyword)!r}")
         docs[relative] = doc
     return docs
 
@@ -98,7 +108,7 @@ def documents() -> Mapping[str, dict[str, Any]]:
 @functools.cache
 def registry() -> jsonschema_rs.Registry:
     """A registry holding every document of the set under its ``$id``."""
-    return jsonschema_rs.Registry([(doc["$id"], doc) for doc in documents().values()])
+    return jsonschema_rs.Registry([(SCHEMA_BASE + relative, doc) for relative, doc in documents().items()])
 
 
 def uri(reference: str) -> str:
@@ -119,8 +129,10 @@ def message_schema(message_type: str, message_class: str, part: bool) -> dict[st
     body = body_schema(message_type, message_class)
     if body is None:
         return None
-    if part:
-        return {"$ref": uri(PART)}
+    return {"$ref": uri(PART)} if part else _whole_message_schema(body)
+
+
+def _whole_message_schema(body: str) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
@@ -132,11 +144,21 @@ def message_schema(message_type: str, message_class: str, part: bool) -> dict[st
     }
 
 
-@functools.cache
 def message_validator(message_type: str, message_class: str, part: bool) -> jsonschema_rs.Validator | None:
-    """A compiled validator for a whole message of this type and class (see :func:`message_schema`)."""
-    schema = message_schema(message_type, message_class, part)
-    return None if schema is None else _compile(schema)
+    """A compiled validator for a whole message of this type and class (see :func:`message_schema`).
+
+    Compiled once per distinct schema: the classes sharing a body schema share one validator,
+    and every part shares the part validator.
+    """
+    body = body_schema(message_type, message_class)
+    if body is None:
+        return None
+    return validator(PART) if part else _whole_message_validator(body)
+
+
+@functools.cache
+def _whole_message_validator(body: str) -> jsonschema_rs.Validator:
+    return _compile(_whole_message_schema(body))
 
 
 def _compile(schema: dict[str, Any]) -> jsonschema_rs.Validator:

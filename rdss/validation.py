@@ -22,9 +22,11 @@ A failure reply - a Document answering a request (correlationId) with an ``error
 ``errorDescription``, the gateway's ``reply_error`` - carries the body of the request it could
 not answer (``{"objectUuid": ...}`` for a MetadataRead), so its body is checked as the request's.
 
-Most messages are valid, so :func:`validate` first tries a fast path (one parse, one compiled
-validator over header and body together, two semantic checks); only a payload that fails it is
-walked stage by stage to find the first failing stage and describe the fault.
+Most messages are valid, so :func:`validate` first tries the valid path: one orjson parse, one
+``is_valid`` call of the jsonschema-rs validator compiled for the message's (messageType,
+messageClass) over header and body together, and the checks JSON Schema cannot state (position
+<= total, size, expiry). Only a payload that fails it is walked stage by stage to find the first
+failing stage and describe the fault. The same code runs in the CLI, the broker and Lambda.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 import jsonschema_rs
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES, fastpath, schemas, timestamps
+from rdss import MAX_MESSAGE_BYTES, schemas, timestamps
 from rdss.errors import ChannelKind, ErrorCode
 
 #: Longest errorDescription produced; instance values quoted in a description are cut to fit.
@@ -116,32 +118,25 @@ def validate_message(message: dict[str, Any], *, now: datetime | None = None, ch
     return _Classifier(b"", now, check_expiry, None).classify(message)
 
 
-# Whole-message checks by (messageType, messageClass, is part): the C fast path (when built)
-# and jsonschema-rs; None marks a pair the system does not support. Filled on first use, so a
-# Lambda compiles only what it meets.
-_Plan = tuple[fastpath.Checker | None, jsonschema_rs.Validator]
-_PLANS: dict[tuple[Any, Any, bool], _Plan | None] = {}
+# The whole-message validator by (messageType, messageClass, is part); None marks a pair the
+# system does not support. Filled on first use, so a Lambda compiles only what it meets.
+_VALIDATORS: dict[tuple[Any, Any, bool], jsonschema_rs.Validator | None] = {}
 
 
-def _plan(message_type: Any, message_class: Any, part: bool) -> _Plan | None:
+def _validator(message_type: Any, message_class: Any, part: bool) -> jsonschema_rs.Validator | None:
     key = (message_type, message_class, part)
     try:
-        return _PLANS[key]
+        return _VALIDATORS[key]
     except KeyError:
         pass
     except TypeError:  # an unhashable messageType or messageClass: the staged walk explains
         return None
     if type(message_type) is not str or type(message_class) is not str:
         return None
-    schema = schemas.message_schema(message_type, message_class, part)
-    plan: _Plan | None = None
-    if schema is not None:
-        reference = schemas.message_validator(message_type, message_class, part)
-        assert reference is not None
-        plan = (fastpath.compile_checker(schema), reference)
-    if len(_PLANS) < 256:  # garbage types must not grow the table without bound
-        _PLANS[key] = plan
-    return plan
+    checker = schemas.message_validator(message_type, message_class, part)
+    if len(_VALIDATORS) < 256:  # garbage types must not grow the table without bound
+        _VALIDATORS[key] = checker
+    return checker
 
 
 def _fast(
@@ -164,15 +159,13 @@ def _fast(
     try:
         sequence = header["messageSequence"]
         total = sequence["total"]
-        plan = _plan(header["messageType"], header["messageClass"], total != 1)
-    except (KeyError, TypeError):
-        return None
-    if plan is None:
-        return None
-    # The C checker is conservative: "not certainly valid" is confirmed by jsonschema-rs
-    # before the staged walk looks for the fault.
-    fast, reference = plan
-    if not ((fast is not None and fast.is_valid(message)) or reference.is_valid(message)):
+        message_class = header["messageClass"]
+        if message_class == "Document" and "errorCode" in header:  # perhaps a failure reply
+            message_class = _body_class(header)
+        checker = _validator(header["messageType"], message_class, total != 1)
+        if checker is None or not checker.is_valid(message):
+            return None
+    except (KeyError, TypeError, ValueError, OverflowError):  # the staged walk names the fault
         return None
     # the schema has checked position and total are integers of at least 1
     if sequence["position"] > total:
@@ -406,11 +399,17 @@ def _describe(error: jsonschema_rs.ValidationError, root: str) -> str:
         return f"{path}: {_quote(error.instance)} is not a host name, IPv4 or IPv6 address"
     if location.startswith(_SEMVER_LOCATION):
         return f"{path}: {_quote(error.instance)} is not a semantic version (MAJOR.MINOR.PATCH)"
+    if location.startswith(_TIMESTAMP_LOCATION):  # its pattern or its format
+        return f"{path}: {_quote(error.instance)} is not a date-time (RFC 3339: date, time and zone)"
+    if location.startswith(_INTEGER_LOCATION):
+        return f"{path}: {_quote(error.instance)} is not an integer (a number written without a fraction)"
     return f"{path}: {error.message}"
 
 
 _ADDRESS_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/ipOrHostname"
 _SEMVER_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/semVer"
+_TIMESTAMP_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/timestamp"
+_INTEGER_LOCATION = schemas.uri(schemas.INTEGER)
 
 
 def _path(root: str, parts: Iterable[str | int]) -> str:

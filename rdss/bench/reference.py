@@ -1,8 +1,8 @@
 """The reference validator: ``jsonschema``'s Draft4Validator with a FormatChecker over the
 *published* RDSS 3.0.2 schemas, as the spec's own tooling would validate a message.
 
-The published schemas are not part of this project; the benchmark reads them from
-``../shared/rdss-spec-3.0.2`` (or ``--reference-schemas``).
+The published schemas are not part of this project (never copy them in): the benchmark and
+the reference-comparison test read them from where :func:`default_location` finds them.
 """
 
 from __future__ import annotations
@@ -26,19 +26,38 @@ _BODIES = {
 }
 
 
-def default_location() -> Path | None:
-    """Where the published schemas are, if anywhere: RDSS_REFERENCE_SCHEMAS or ../shared."""
-    candidates = [os.environ.get("RDSS_REFERENCE_SCHEMAS", "")]
+#: Where the published schemas live on the project's machines, for a checkout elsewhere (CI).
+SHARED_LOCATION = Path("/work/shared/rdss-spec-3.0.2")
+
+
+def candidate_locations() -> list[Path]:
+    """Where to look, in order: $RDSS_REFERENCE_SCHEMAS, ``../shared`` beside the checkout,
+    then :data:`SHARED_LOCATION`."""
+    candidates = []
+    override = os.environ.get("RDSS_REFERENCE_SCHEMAS")
+    if override:
+        candidates.append(Path(override))
     root = Path(__file__).resolve().parents[2]
-    candidates.append(str(root.parent / "shared" / "rdss-spec-3.0.2"))
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "schemas" / "header.json").is_file():
-            return Path(candidate)
+    candidates.append(root.parent / "shared" / "rdss-spec-3.0.2")
+    candidates.append(SHARED_LOCATION)
+    return candidates
+
+
+def default_location() -> Path | None:
+    """The first of :func:`candidate_locations` holding the published schemas, if any."""
+    for candidate in candidate_locations():
+        if (candidate / "schemas" / "header.json").is_file():
+            return candidate
     return None
 
 
 def reference_validator(location: Path) -> Callable[[bytes], bool]:
-    """``payload -> valid?`` with the reference stack: ``json`` and ``jsonschema`` Draft 4."""
+    """``payload -> valid?`` with the reference stack: ``json`` and ``jsonschema`` Draft 4.
+
+    Valid means: a JSON object whose messageHeader the published header schema accepts and
+    whose messageBody the published body schema of its (messageType, messageClass) accepts. A
+    pair without a published body schema (a Read as an Event) cannot be valid.
+    """
     import jsonschema
     from referencing import Registry
     from referencing.jsonschema import DRAFT4
@@ -61,9 +80,14 @@ def reference_validator(location: Path) -> Callable[[bytes], bool]:
     bodies = {key: compile_schema(location / "body-schemas" / rel) for key, rel in _BODIES.items()}
 
     def is_valid(payload: bytes) -> bool:
-        message = json.loads(payload)
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            return False
+        if type(message) is not dict or not header.is_valid(message.get("messageHeader")):
+            return False
         head = message["messageHeader"]
-        body = bodies.get((head["messageType"], head["messageClass"])) or bodies[(head["messageType"], None)]
-        return bool(header.is_valid(head) and body.is_valid(message["messageBody"]))
+        body = bodies.get((head["messageType"], head["messageClass"])) or bodies.get((head["messageType"], None))
+        return body is not None and "messageBody" in message and bool(body.is_valid(message["messageBody"]))
 
     return is_valid

@@ -4,7 +4,8 @@ alongside the schema that governs it.
 For every keyword the walk meets (type, required, additionalProperties, minItems, uniqueItems,
 minLength, pattern, format, minimum, maximum, enum, anyOf) at a place where the instance has a
 value, it yields a copy of the message with that one rule broken, and the error code the
-classifier must give it.
+classifier must give it. An integer is also written with a fraction (``1.0``): draft 04, the
+published schemas' draft, counts that as a number but not an integer.
 """
 
 from __future__ import annotations
@@ -63,12 +64,15 @@ def mutations(message: dict[str, Any]) -> Iterator[Mutation]:
 class _Walker:
     def __init__(self, message: dict[str, Any]) -> None:
         self.message = message
-        self.documents = {doc["$id"]: doc for doc in schemas.documents().values()}
+        self.documents = {schemas.uri(relative): doc for relative, doc in schemas.documents().items()}
 
     def _resolve(self, schema: dict[str, Any], base: str) -> tuple[dict[str, Any], str, bool]:
-        """Follow $ref chains; report whether the uuid definition was on the way."""
+        """Follow $ref chains, keeping the keywords beside each $ref (e.g. an integer's range);
+        report whether the uuid definition was on the way."""
         uuid = False
+        merged: dict[str, Any] = {}
         while "$ref" in schema:
+            merged = {**{k: v for k, v in schema.items() if k != "$ref"}, **merged}
             target = urljoin(base, schema["$ref"])
             uuid = uuid or target == schemas.UUID_LOCATION
             document_uri, fragment = urldefrag(target)
@@ -76,7 +80,7 @@ class _Walker:
             for token in filter(None, fragment.split("/")):
                 node = node[token]
             schema, base = node, document_uri
-        return schema, base, uuid
+        return {**schema, **merged}, base, uuid
 
     def _mutated(self, path: tuple[str | int, ...], value: Any = None, *, delete: bool = False) -> dict[str, Any]:
         mutated = copy.deepcopy(self.message)
@@ -119,6 +123,8 @@ class _Walker:
                     path, f"format {schema['format']}", self._mutated(path, _BAD_FORMAT[schema["format"]]), code
                 )
         if isinstance(value, int) and not isinstance(value, bool):
+            if kind == "integer":
+                yield Mutation(path, "integer written with a fraction", self._mutated(path, float(value)), code)
             if "minimum" in schema:
                 yield Mutation(path, "minimum", self._mutated(path, schema["minimum"] - 1), code)
             if "maximum" in schema:

@@ -120,11 +120,21 @@ def test_malformed_header_uuids_are_generr010(delete: dict, field: str, value):
         (lambda h: h["messageTimings"].update(publishedTimestamp="2026-11-21"), "publishedTimestamp"),
         (lambda h: h["messageTimings"].update(publishedTimestamp="12:00:00Z"), "publishedTimestamp"),
         (lambda h: h["messageTimings"].update(expirationTimestamp="tomorrow"), "expirationTimestamp"),
+        # digits only: jsonschema-rs 0.60's date-time check alone lets "." and "/" through here
+        (lambda h: h["messageTimings"].update(publishedTimestamp="20.6-11-21T12:00:00Z"), "publishedTimestamp"),
+        (lambda h: h["messageTimings"].update(publishedTimestamp="2026-11-21T12:0/:00Z"), "publishedTimestamp"),
+        (lambda h: h["messageTimings"].update(publishedTimestamp="2026-11-21T12:00:0.Z"), "publishedTimestamp"),
+        (lambda h: h["messageTimings"].update(publishedTimestamp="2026-11-21T12:00:00+01:0/"), "publishedTimestamp"),
         (lambda h: h.update(version="3.0"), "version"),
         (lambda h: h.update(version="v3.0.2"), "version"),
         (lambda h: h.update(generator=""), "generator"),
         (lambda h: h.update(returnAddress=""), "returnAddress"),
-        (lambda h: h.update(errorCode="E42"), "errorCode"),
+        (lambda h: h.update(errorCode=""), "errorCode"),
+        (lambda h: h.update(errorCode=42), "errorCode"),
+        (lambda h: h.update(errorDescription=""), "errorDescription"),
+        (lambda h: h["messageSequence"].update(position=1.0), "position"),
+        (lambda h: h["messageSequence"].update(total=1.0), "total"),
+        (lambda h: h["messageSequence"].update(position=1.5), "position"),
         (lambda h: h["messageSequence"].update(position=0), "position"),
         (lambda h: h["messageSequence"].update(position=2, total=1), "position"),
         (lambda h: h["messageSequence"].update(total=0), "total"),
@@ -142,6 +152,24 @@ def test_other_header_faults_are_generr004(delete: dict, change, fragment: str):
     verdict = validate(orjson.dumps(delete), now=NOW)
     assert verdict.error_code is ErrorCode.GENERR004, verdict.error_description
     assert fragment in verdict.error_description
+
+
+@pytest.mark.parametrize("error_code", ["E42", "APPERRXYZ001", "generr001", "anything non-empty"])
+def test_an_error_code_outside_the_spec_list_is_accepted(delete: dict, error_code: str):
+    # the published header allows any non-empty string (a message decorated elsewhere may
+    # carry a code of its own); so does errorDescription
+    delete["messageHeader"].update(errorCode=error_code, errorDescription="decorated by someone else")
+    assert code(delete) is None
+
+
+def test_an_integer_written_with_a_fraction_is_a_header_fault(delete: dict):
+    # draft 04 (the published schemas) counts 1.0 as a number, not an integer
+    payload = orjson.dumps(delete)
+    assert b'"position":1,' in payload
+    for written in (b"1.0", b"1e0", b"1.00"):
+        verdict = validate(payload.replace(b'"position":1,', b'"position":' + written + b","), now=NOW)
+        assert verdict.error_code is ErrorCode.GENERR004, written
+        assert verdict.error_description.startswith("messageHeader.messageSequence.position: 1.0 is not an integer")
 
 
 @pytest.mark.parametrize("message_type", ["MetadataRead", "VocabularyRead"])
@@ -252,11 +280,15 @@ def test_a_malformed_body_uuid_is_generr010(create: dict):
         (lambda m: m.update(messageBody=None), "messageBody"),
         (lambda m: m["messageBody"].pop("objectTitle"), "objectTitle"),
         (lambda m: m["messageBody"].update(objectResourceType=28), "objectResourceType"),
+        (lambda m: m["messageBody"].update(objectResourceType=7.0), "objectResourceType"),
+        (lambda m: m["messageBody"].update(objectValue=1.0), "objectValue"),
+        (lambda m: m["messageBody"]["objectPersonRole"][0].update(role=1.0), "role"),
         (lambda m: m["messageBody"].update(objectValue=1.5), "objectValue"),
         (lambda m: m["messageBody"].update(objectDescription=""), "objectDescription"),
         (lambda m: m["messageBody"].update(objectIdentifier=[]), "objectIdentifier"),
         (lambda m: m["messageBody"]["objectRights"].update(licence=[]), "licence"),
         (lambda m: m["messageBody"]["objectDate"][0].update(dateValue="2026-11-21"), "dateValue"),
+        (lambda m: m["messageBody"]["objectDate"][0].update(dateValue="/026-11-21T12:00:00Z"), "dateValue"),
         (lambda m: m["messageBody"]["objectPersonRole"][0]["person"].update(personMail="ada"), "personMail"),
     ],
 )
