@@ -2,8 +2,9 @@
 
 The gateway (sending, receiving, request-reply, the consumer patterns) is written once against
 the two protocols here; a backend adapts one messaging system to them and knows nothing about
-RDSS messages. The vocabulary is deliberately the common ground of a partitioned log and a
-broker queue:
+RDSS messages (a messaging system without the deployment's broker function in front of it has
+that part played by :mod:`rdss.gateway.inline_broker`, which its backend calls). The vocabulary
+is deliberately the common ground of a partitioned log and a broker queue:
 
 ==================  =================================  ====================================
 this interface      Kinesis (and the memory bus)       a broker queue (RabbitMQ, Mosaic)

@@ -10,7 +10,11 @@ ones whose parents are the old ones, as a Kinesis split or merge does.
 
 Publishing goes through the same :class:`rdss.delivery.PutRecordsBatcher` as Kinesis (the bus
 answers its ``put_records``), so batching, per-record retries, the backoff and the GENERR005
-give-up behave the same; :attr:`MemoryBus.fault` can throttle entries to exercise them.
+give-up behave the same; :attr:`MemoryBus.fault` can throttle entries to exercise them. There is
+no broker function on the bus, so the backend plays its part (:mod:`rdss.gateway.inline_broker`):
+a record put on ``input`` stays there as sent (a consumer of ``input`` sees every one) and the bus
+copies it, as it lands, to the channel its content routes to (or, invalid, decorated to
+``invalid`` or ``error``).
 Leases, checkpoints and the Local Data Repository are in memory, on the bus.
 """
 
@@ -27,6 +31,7 @@ from rdss.delivery import PutRecordsBatcher
 from rdss.gateway import putrecords
 from rdss.gateway.backend import Backend, Consumer, Outcome, Outgoing, Settings, StartPosition
 from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, MemoryLeaseStore
+from rdss.gateway.inline_broker import INPUT, InlineBroker
 from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
 from rdss.gateway.repository import MemoryRepository
 from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
@@ -34,6 +39,8 @@ from rdss.gateway.url import GatewayURL
 
 #: fault(channel, payload) -> an error code to report for that entry (e.g. throttling), or None.
 Fault = Callable[[str, bytes], str | None]
+#: broker(channel, key, payload) -> the (channel, payload) a record put there is copied to, or None.
+BrokerFunction = Callable[[str, str, bytes], tuple[str, bytes] | None]
 
 
 @dataclass
@@ -107,6 +114,8 @@ class MemoryBus:
         self.name = name
         self.partitions = partitions
         self.fault: Fault | None = None
+        #: Plays the broker's part for records put on ``input`` (set by the transport).
+        self.broker: BrokerFunction | None = None
         self._channels: dict[str, MemoryChannel] = {}
         self._leases: dict[str, MemoryLeaseStore] = {}
         self._repositories: dict[str, MemoryRepository] = {}
@@ -146,6 +155,9 @@ class MemoryBus:
                 continue
             partition, position = channel.append(entry["PartitionKey"], entry["Data"])
             results.append({"ShardId": partition, "SequenceNumber": position})
+            copy = self.broker(StreamName, entry["PartitionKey"], entry["Data"]) if self.broker else None
+            if copy is not None:
+                self.channel(copy[0]).append(entry["PartitionKey"], copy[1])
         failed = sum(1 for r in results if "ErrorCode" in r)
         return {"FailedRecordCount": failed, "Records": results}
 
@@ -212,6 +224,15 @@ class MemoryTransport:
         self.settings = settings
         self.clock = clock
         self.batcher = PutRecordsBatcher(memory, backoff=settings.backoff)
+        self.inline = InlineBroker()
+        memory.broker = self._broker
+
+    def _broker(self, stream: str, key: str, payload: bytes) -> tuple[str, bytes] | None:
+        """Where a record put on ``stream`` is copied to: the broker function for ``input``."""
+        if stream != self.address(INPUT):
+            return None
+        routed = self.inline.route(Outgoing(INPUT, payload, key))
+        return None if routed.channel == INPUT else (self.address(routed.channel), routed.payload)
 
     def address(self, channel: str) -> str:
         return self.settings.channels.get(channel, channel)

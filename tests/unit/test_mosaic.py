@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdss import mosaic
+from rdss.gateway.amqp import mosaic
 from rdss.messages import serialise
 from rdss.validation import validate
 from rdss.workload import Workload
