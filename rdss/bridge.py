@@ -36,7 +36,7 @@ from rdss.errors import ErrorCode
 from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
-from rdss.gateway.repository import SENT
+from rdss.repository.entries import SENT
 from rdss.retry import Backoff
 from rdss.validation import Verdict, validate
 

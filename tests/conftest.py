@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ from rdss.workload import Workload
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+# Gateways keep their own state (a Local Data Repository file, claim checks) under
+# $XDG_STATE_HOME: in tests, a directory of this run's, inherited by the processes it starts.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="rdss-test-state-")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "messages"

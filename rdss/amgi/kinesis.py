@@ -8,7 +8,7 @@ order: address = stream name, receive id = sequence number, bindings
 What comes back to Lambda is a ReportBatchItemFailures response: every record the app nacked
 or left unacknowledged is a batch item failure (Lambda then retries from the earliest of
 them). ``message.send`` events are buffered and delivered with batched PutRecords calls (see
-:mod:`rdss.delivery`); before an ack is accepted every earlier send is delivered, so an acked
+:mod:`rdss.putrecords`); before an ack is accepted every earlier send is delivered, so an acked
 record's outputs are never lost. Apps that want per-message outcomes use the
 ``message.send.flush`` extension, which reports undelivered sends in :class:`SendFailed`.
 
@@ -37,7 +37,7 @@ from rdss.amgi.types import (
     MessageSendEvent,
     SendFailed,
 )
-from rdss.delivery import DEFAULT_BACKOFF, PutRecordsBatcher, Record
+from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher, Record
 from rdss.retry import Backoff
 
 _log = logging.getLogger(__name__)

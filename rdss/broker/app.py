@@ -27,11 +27,12 @@ from rdss import timestamps
 from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
-from rdss.delivery import MAX_RECORD_DATA
-from rdss.ldr import RECEIVED, Claim, ClaimOutcome, LocalDataRepository
 from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.putrecords import MAX_RECORD_DATA
 from rdss.redrive import redriven_record
 from rdss.rejection import Rejector, S3ClaimChecks
+from rdss.repository.dynamodb import Claim, ClaimOutcome, LocalDataRepository
+from rdss.repository.entries import RECEIVED, record_id, record_key
 from rdss.topology import RDSS, Resolved, Topology, from_environment
 from rdss.validation import Verdict, validate
 
@@ -133,10 +134,11 @@ class Broker:
         partition_key = str(binding.get("partition_key") or event["id"])
         # a record `rdss redrive` put back is the parked record it repeats: same claims, same ledger
         original = redriven_record(partition_key)
-        record = original or f"{binding.get('shard_id', '')}/{event['id']}"
+        record = original or record_id(binding.get("shard_id", ""), event["id"])
         verdict = validate(payload, now=now)
         header = verdict.header or {}
-        key = header["messageId"] if verdict.valid else f"record#{record}"
+        # an invalid record's messageId cannot be trusted: it is claimed as the record itself
+        key = header["messageId"] if verdict.valid else record_key(record)
         if original is not None:  # outputs keyed as producers key them, not by the redrive key
             partition_key = key if verdict.valid else original
         return _Item(event["id"], record, payload, partition_key, verdict, key, header)

@@ -48,10 +48,10 @@ import orjson
 from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
-from rdss.gateway.repository import RECEIVED, Entry, Repository
 from rdss.gateway.throttle import Throttle
 from rdss.messages import Message
 from rdss.rejection import Rejector
+from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import Reassembler, SequenceError
 from rdss.validation import Verdict, validate, validate_message
 

@@ -21,11 +21,11 @@ from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
 from rdss.gateway.consumer import SEQUENCE_TIMEOUT, Handler, Received, Receiver, ReceiveStats, Selector, listen
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
-from rdss.gateway.repository import Repository
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
 from rdss.messages import Message, failure_reply
 from rdss.rejection import Rejector
+from rdss.repository.entries import Repository
 from rdss.retry import SPEC_BACKOFF, Backoff
 from rdss.topology import RDSS
 

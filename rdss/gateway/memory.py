@@ -8,7 +8,7 @@ a partition key), so per-key order holds and several partitions exercise orderin
 competing consumers. :meth:`MemoryBus.reshard` closes every partition of a channel and opens new
 ones whose parents are the old ones, as a Kinesis split or merge does.
 
-Publishing goes through the same :class:`rdss.delivery.PutRecordsBatcher` as Kinesis (the bus
+Publishing goes through the same :class:`rdss.putrecords.PutRecordsBatcher` as Kinesis (the bus
 answers its ``put_records``), so batching, per-record retries, the backoff and the GENERR005
 give-up behave the same; :attr:`MemoryBus.fault` can throttle entries to exercise them. There is
 no broker function on the bus, so the backend plays its part (:mod:`rdss.gateway.inline_broker`):
@@ -27,15 +27,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdss.delivery import PutRecordsBatcher
+from rdss.aws import client as aws_client
 from rdss.gateway import putrecords
-from rdss.gateway.backend import Backend, Consumer, Outcome, Outgoing, Settings, StartPosition
+from rdss.gateway.backend import (
+    Backend,
+    Consumer,
+    Outcome,
+    Outgoing,
+    Settings,
+    StartPosition,
+    local_data_repository,
+)
 from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, MemoryLeaseStore
 from rdss.gateway.inline_broker import INPUT, InlineBroker
 from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
-from rdss.gateway.repository import MemoryRepository
 from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
 from rdss.gateway.url import GatewayURL
+from rdss.putrecords import PutRecordsBatcher
+from rdss.repository.memory import MemoryRepository
 
 #: fault(channel, payload) -> an error code to report for that entry (e.g. throttling), or None.
 Fault = Callable[[str, bytes], str | None]
@@ -265,4 +274,7 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     """The backend for ``memory://<bus>``."""
     partitions = url.param("partitions")
     memory = bus(url.name, int(partitions) if partitions else None)
-    return Backend(MemoryTransport(memory, settings), memory.repository(settings.application))
+    repository = local_data_repository(
+        url, settings, lambda: memory.repository(settings.application), dynamodb=lambda: aws_client("dynamodb")
+    )
+    return Backend(MemoryTransport(memory, settings), repository)

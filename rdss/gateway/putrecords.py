@@ -1,4 +1,4 @@
-"""Publishing through :class:`rdss.delivery.PutRecordsBatcher`: the log transports' ``publish``.
+"""Publishing through :class:`rdss.putrecords.PutRecordsBatcher`: the log transports' ``publish``.
 
 Kinesis and the memory bus both answer ``put_records``, so both publish the same way: 500
 records a call, failed entries retried alone after the backoff, GENERR005 logged on giving up,
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rdss.delivery import PutRecordsBatcher, Record
 from rdss.gateway.backend import Outcome, Outgoing
+from rdss.putrecords import PutRecordsBatcher, Record
 
 
 def publish(batcher: PutRecordsBatcher, address: Callable[[str], str], messages: Sequence[Outgoing]) -> list[Outcome]:

@@ -29,7 +29,7 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Outgoing, Transport
 from rdss.gateway.exceptions import MessageRefused, Refusal, SendFailed, Undelivered
-from rdss.gateway.repository import SENT, TO_SEND, Entry, Repository
+from rdss.repository.entries import SENT, TO_SEND, Entry, Repository
 from rdss.sequences import split
 from rdss.validation import validate
 

@@ -27,11 +27,11 @@ from rdss import timestamps
 from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
-from rdss.delivery import MAX_RECORD_DATA
 from rdss.errors import ErrorCode
-from rdss.ldr import LocalDataRepository
 from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.putrecords import MAX_RECORD_DATA
 from rdss.rejection import Rejector, S3ClaimChecks
+from rdss.repository.dynamodb import LocalDataRepository
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
 from rdss.sequences import SequenceError, join
 from rdss.topology import RDSS, Resolved, Topology, from_environment

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rdss.delivery import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.errors import ErrorCode
 from rdss.observability import Tally, emit_counts, logger
+from rdss.putrecords import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.sequencer.store import EXPIRED, TIMED_OUT, Progress, SequenceStore
 from rdss.topology import Resolved, from_environment

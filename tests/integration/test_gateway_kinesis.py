@@ -16,7 +16,7 @@ from rdss.gateway.checkpoints import SHARD_END, TRIM_HORIZON, DynamoLeaseStore, 
 from rdss.messages import new_message, reply
 from rdss.workload import Workload
 from tests.support.faults import Proxy, partial_put_records
-from tests.support.gateway_system import open_gateway
+from tests.support.gateway_system import open_gateway, vendor_table
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -37,8 +37,9 @@ def ids(items: list[Any]) -> list[str]:
 
 
 def ldr(system: System, key: str) -> dict[str, Any] | None:
+    """An item of the gateways' Local Data Repository (the vendor's table, not the deployment's)."""
     item = system.client("dynamodb").get_item(
-        TableName=system.deployment.table("messages"), Key={"messageId": {"S": key}}, ConsistentRead=True
+        TableName=vendor_table(system), Key={"messageId": {"S": key}}, ConsistentRead=True
     )
     return item.get("Item")
 

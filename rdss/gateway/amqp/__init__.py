@@ -14,6 +14,8 @@ URL: ``amqp://user:password@host:port/vhost?<options>``; besides pika's own quer
   ``envelope=rdss`` sends the RDSS JSON as it is. Consumers read either.
 * ``state=PATH`` the SQLite file holding the redelivery counts and the Local Data Repository
   (default ``$XDG_STATE_HOME/rdss/amqp-<host>-<port>-<vhost>.sqlite``).
+* ``ldr=`` the Local Data Repository elsewhere: ``dynamodb://TABLE`` or ``sqlite:///path``
+  (:mod:`rdss.repository.stores`); default: the ``state=`` file.
 * ``prefetch=200`` unacknowledged messages a consumer may hold.
 
 Topology (names shown without a namespace; everything durable, messages persistent):
@@ -57,7 +59,7 @@ The modules: :mod:`~rdss.gateway.amqp.options` (the URL), :mod:`~rdss.gateway.am
 (exchanges, queues, routing keys), :mod:`~rdss.gateway.amqp.publisher` (confirms),
 :mod:`~rdss.gateway.amqp.transport`, :mod:`~rdss.gateway.amqp.consumer`,
 :mod:`~rdss.gateway.amqp.redeliveries` (the counter), :mod:`~rdss.gateway.amqp.mosaic` (the
-envelope) and :mod:`~rdss.gateway.amqp.repository` (the Local Data Repository).
+envelope).
 
 Publishing uses publisher confirms with many messages in flight (a pika ``SelectConnection``
 driven from the calling thread: one confirm per message in a blocking channel costs an fsync
@@ -69,14 +71,15 @@ from __future__ import annotations
 
 import logging
 
+from rdss.aws import client as aws_client
 from rdss.gateway.amqp.consumer import AmqpConsumer
 from rdss.gateway.amqp.naming import QUEUE_CHANNELS, Names, entity, routing_key
 from rdss.gateway.amqp.options import Options, Tier, parse_tiers
 from rdss.gateway.amqp.publisher import ConfirmingPublisher
-from rdss.gateway.amqp.repository import SqliteRepository
 from rdss.gateway.amqp.transport import AmqpTransport
-from rdss.gateway.backend import Backend, Settings
+from rdss.gateway.backend import Backend, Settings, local_data_repository
 from rdss.gateway.url import GatewayURL
+from rdss.repository.sqlite import SqliteRepository
 
 # pika logs every refused connection at ERROR with a traceback before raising; this backend turns
 # those into TransportError and its own warnings, so without a handler of the application's they
@@ -93,7 +96,13 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     """
     options = Options.from_url(url)
     transport = AmqpTransport(options, settings)
-    return Backend(transport, SqliteRepository(options.state, settings.application))
+    repository = local_data_repository(
+        url,
+        settings,
+        lambda: SqliteRepository(options.state, settings.application),
+        dynamodb=lambda: aws_client("dynamodb"),
+    )
+    return Backend(transport, repository)
 
 
 __all__ = [

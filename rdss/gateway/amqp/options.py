@@ -19,7 +19,10 @@ DEFAULT_TIERS = "10s:3,30s:3"
 DEFAULT_REDELIVERIES = 5
 DEFAULT_PREFETCH = 200
 
-_OWN_PARAMS = frozenset({"namespace", "retry", "redeliveries", "envelope", "state", "prefetch", "confirm_timeout"})
+_OWN_PARAMS = frozenset(
+    # ldr= is the gateway's (rdss.gateway.backend.local_data_repository), not pika's
+    {"namespace", "retry", "redeliveries", "envelope", "state", "prefetch", "confirm_timeout", "ldr"}
+)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)\Z")
 #: A word of a routing key: no dots, spaces or wildcards.
 WORD = re.compile(r"[^.#*\s]+\Z")

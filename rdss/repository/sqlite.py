@@ -1,4 +1,5 @@
-"""The Local Data Repository of a RabbitMQ client, in the backend's SQLite state file."""
+"""The Local Data Repository in a SQLite file on the application's host: the default of a
+gateway outside AWS (``ldr=sqlite:///path``; the RabbitMQ backend's state file)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,25 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rdss.gateway.amqp.redeliveries import connect
-from rdss.gateway.repository import Entry
+from rdss.repository.entries import Entry
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """A SQLite connection set up for several processes sharing one file durably enough to
+    survive any of them being killed (WAL, ``synchronous=NORMAL``, a busy timeout)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    return connection
 
 
 class SqliteRepository:
-    """The Local Data Repository of a broker client: a table in the backend's SQLite state file.
+    """The Local Data Repository of an application: a table in a SQLite file of its host, one
+    row per (application, messageId), shared by the application's processes on that host.
 
-    The spec's repository is the client's own ("local"); on Kinesis the deployment's DynamoDB
-    table serves, but a RabbitMQ client has no such table, so it keeps its entries next to its
-    redelivery counts, one row per (application, messageId).
+    The spec's repository is the application's own ("local"); RabbitMQ clients keep it next to
+    their redelivery counts, Kinesis gateways outside AWS in a file of their own.
     """
 
     def __init__(self, path: str | Path, application: str) -> None:
