@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from rdss.workload import Workload
+from tools.workload import Workload
 
 # Processors log and emit metrics through Powertools; in tests that is noise.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")

@@ -1,4 +1,4 @@
-"""``rdss bench ...``: the benchmarks of the hot paths."""
+"""``rdss bench ...``: the benchmarks of the hot paths (``tools/bench`` of a checkout)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from rdss.cli.checkout import tool
 from rdss.cli.common import CommandError
 
 
@@ -75,7 +76,7 @@ def register(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from rdss.bench import reference, validate
+    reference, validate = tool("bench.reference"), tool("bench.validate")
 
     if args.messages < 1:
         raise CommandError("--messages must be at least 1")
@@ -103,7 +104,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    from rdss.bench import broker
+    broker = tool("bench.broker")
 
     if args.records < 1 or args.batch < 1:
         raise CommandError("--records and --batch must be at least 1")
@@ -119,7 +120,7 @@ def run_broker(args: argparse.Namespace) -> int:
 
 
 def run_send(args: argparse.Namespace) -> int:
-    from rdss.bench import send
+    send = tool("bench.send")
 
     if args.messages < 1 or args.shards < 1:
         raise CommandError("--messages and --shards must be at least 1")
@@ -142,7 +143,7 @@ def run_send(args: argparse.Namespace) -> int:
 
 
 def run_amqp(args: argparse.Namespace) -> int:
-    from rdss.bench import amqp
+    amqp = tool("bench.amqp")
 
     if args.messages < 1:
         raise CommandError("--messages must be at least 1")
@@ -154,7 +155,7 @@ def run_amqp(args: argparse.Namespace) -> int:
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    from rdss.bench import amqp
+    amqp = tool("bench.amqp")
 
     if args.messages < 1:
         raise CommandError("--messages must be at least 1")
@@ -176,7 +177,7 @@ def _print_rates(args: argparse.Namespace, figures: Any) -> int:
 
 
 def run_glue(args: argparse.Namespace) -> int:
-    from rdss.bench import glue
+    glue = tool("bench.glue")
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")

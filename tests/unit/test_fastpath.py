@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rdss import fastpath, schemas
 from rdss.validation import _Classifier, _plan, validate
-from rdss.workload import Workload
+from tools.workload import Workload
 
 pytestmark = pytest.mark.skipif(not fastpath.available(), reason="the C extension is not built")
 

@@ -22,7 +22,7 @@ from rdss.messages import new_message, reply
 from rdss.repository.entries import RECEIVED, SENT, TO_SEND
 from rdss.retry import Backoff
 from rdss.validation import validate
-from rdss.workload import Workload
+from tools.workload import Workload
 
 FAST = Backoff(max_retries=3, base=0.001)
 

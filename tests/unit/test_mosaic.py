@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rdss.gateway.amqp import mosaic
 from rdss.messages import serialise
 from rdss.validation import validate
-from rdss.workload import Workload
+from tools.workload import Workload
 
 _TEXT = st.text(max_size=12)
 _JSON = st.recursive(

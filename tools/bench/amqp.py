@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 import orjson
 
 from rdss.messages import Message
-from rdss.workload import Workload
+from tools.workload import Workload
 
 
 @dataclass
