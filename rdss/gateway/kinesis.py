@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from botocore.config import Config
@@ -23,23 +23,19 @@ from botocore.exceptions import ClientError
 
 from rdss.aws import CLIENT_CONFIG
 from rdss.aws import client as aws_client
-from rdss.gateway import putrecords
 from rdss.gateway.backend import (
     Backend,
-    Consumer,
-    Outcome,
-    Outgoing,
     Settings,
-    StartPosition,
     TransportError,
     local_data_repository,
     state_directory,
 )
-from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, DynamoLeaseStore
-from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
-from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
+from rdss.gateway.checkpoints import DynamoLeaseStore
+from rdss.gateway.leases import PartitionInfo
+from rdss.gateway.logs import LogTransport
+from rdss.gateway.streams import LogRecord, ReadResult, StartAt
 from rdss.gateway.url import GatewayURL, URLError
-from rdss.putrecords import MAX_RECORD_DATA, PutRecordsBatcher
+from rdss.putrecords import MAX_RECORD_DATA
 from rdss.rejection import DirectoryClaimChecks, Rejector
 from rdss.repository.entries import Repository
 from rdss.repository.sqlite import SqliteRepository
@@ -169,7 +165,7 @@ def _epoch(value: Any) -> float | None:
     return value.timestamp() if hasattr(value, "timestamp") else float(value)
 
 
-class KinesisTransport:
+class KinesisTransport(LogTransport):
     """The streams of one deployment as a :class:`rdss.gateway.backend.Transport`."""
 
     scheme = "kinesis"
@@ -183,12 +179,10 @@ class KinesisTransport:
         dynamodb: Any,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(settings, kinesis, clock=clock)
         self.deployment = deployment
-        self.settings = settings
         self.kinesis = kinesis
         self.dynamodb = dynamodb
-        self.clock = clock
-        self.batcher = PutRecordsBatcher(kinesis, backoff=settings.backoff)
 
     def address(self, channel: str) -> str:
         override = self.settings.channels.get(channel)
@@ -200,29 +194,11 @@ class KinesisTransport:
             known = ", ".join(c.name for c in self.deployment.topology.channels)
             raise TransportError(f"unknown channel {channel!r}: the topology has {known}") from None
 
-    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
-        return putrecords.publish(self.batcher, self.address, messages)
+    def log(self, address: str, channel: str) -> KinesisLog:
+        return KinesisLog(self.kinesis, address, channel)
 
-    def consumer(
-        self, channel: str, *, group: str | None, start: StartPosition = "earliest", background: bool = True
-    ) -> Consumer:
-        stream = self.address(channel)
-        log = KinesisLog(self.kinesis, stream, channel)
-        coordinator = None
-        if group is not None:
-            store = DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), f"{group}#{stream}")
-            coordinator = LeaseCoordinator(
-                store,
-                worker_id(),
-                log.partitions,
-                lease_duration=self.settings.lease_duration,
-                start=TRIM_HORIZON if start == "earliest" else LATEST,
-                clock=self.clock,
-            )
-        return PartitionedConsumer(log, coordinator=coordinator, start=start, background=background, clock=self.clock)
-
-    def close(self) -> None:
-        """boto3 clients need no closing."""
+    def leases(self, group: str, address: str) -> DynamoLeaseStore:
+        return DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), f"{group}#{address}")
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:

@@ -23,27 +23,23 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rdss.aws import client as aws_client
-from rdss.gateway import putrecords
 from rdss.gateway.backend import (
     Backend,
-    Consumer,
-    Outcome,
     Outgoing,
     Settings,
-    StartPosition,
     local_data_repository,
 )
-from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, MemoryLeaseStore
+from rdss.gateway.checkpoints import MemoryLeaseStore
 from rdss.gateway.inline_broker import INPUT, InlineBroker
-from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
-from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
+from rdss.gateway.leases import PartitionInfo
+from rdss.gateway.logs import LogTransport
+from rdss.gateway.streams import LogRecord, ReadResult, StartAt
 from rdss.gateway.url import GatewayURL
-from rdss.putrecords import PutRecordsBatcher
 from rdss.repository.memory import MemoryRepository
 
 #: fault(channel, payload) -> an error code to report for that entry (e.g. throttling), or None.
@@ -223,16 +219,14 @@ class MemoryLog:
         self._next.pop(partition, None)
 
 
-class MemoryTransport:
+class MemoryTransport(LogTransport):
     """The memory bus as a :class:`rdss.gateway.backend.Transport`."""
 
     scheme = "memory"
 
     def __init__(self, memory: MemoryBus, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(settings, memory, clock=clock)
         self.bus = memory
-        self.settings = settings
-        self.clock = clock
-        self.batcher = PutRecordsBatcher(memory, backoff=settings.backoff)
         self.inline = InlineBroker()
         memory.broker = self._broker
 
@@ -246,28 +240,11 @@ class MemoryTransport:
     def address(self, channel: str) -> str:
         return self.settings.channels.get(channel, channel)
 
-    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
-        return putrecords.publish(self.batcher, self.address, messages)
+    def log(self, address: str, channel: str) -> MemoryLog:
+        return MemoryLog(self.bus.channel(address), channel)
 
-    def consumer(
-        self, channel: str, *, group: str | None, start: StartPosition = "earliest", background: bool = True
-    ) -> Consumer:
-        address = self.address(channel)
-        log = MemoryLog(self.bus.channel(address), channel)
-        coordinator = None
-        if group is not None:
-            coordinator = LeaseCoordinator(
-                self.bus.leases(f"{group}#{address}"),
-                worker_id(),
-                log.partitions,
-                lease_duration=self.settings.lease_duration,
-                start=TRIM_HORIZON if start == "earliest" else LATEST,
-                clock=self.clock,
-            )
-        return PartitionedConsumer(log, coordinator=coordinator, start=start, background=background, clock=self.clock)
-
-    def close(self) -> None:
-        """Nothing to release: the bus outlives gateways."""
+    def leases(self, group: str, address: str) -> MemoryLeaseStore:
+        return self.bus.leases(f"{group}#{address}")
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:
