@@ -52,7 +52,8 @@ from rdss.gateway.throttle import Throttle
 from rdss.messages import Message
 from rdss.rejection import Rejector
 from rdss.repository.entries import RECEIVED, Entry, Repository
-from rdss.sequences import Reassembler, SequenceError
+from rdss.retry import PATIENT, Backoff
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler, SequenceError, stale
 from rdss.validation import Verdict, validate, validate_message
 
 _log = logging.getLogger(__name__)
@@ -61,8 +62,6 @@ _log = logging.getLogger(__name__)
 Selector = Callable[[Mapping[str, Any]], bool]
 Publish = Callable[[Sequence[Outgoing]], list[Outcome]]
 
-#: Default time an incomplete sequence is held when its message sets no expiry (as the sweep's).
-SEQUENCE_TIMEOUT = 3600.0
 _RECENT = 10_000
 _UNLIMITED = Rejector()
 
@@ -161,7 +160,7 @@ class Receiver:
         throttle: float | None = None,
         batch_size: int = 100,
         poll_interval: float = 1.0,
-        sequence_timeout: float = SEQUENCE_TIMEOUT,
+        sequence_timeout: float = SEQUENCE_TIMEOUT_SECONDS,
         commit_interval: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -463,14 +462,18 @@ class Receiver:
         now = self.now()
         for incomplete in self._reassembler.incomplete():
             header = incomplete.parts[0]["messageHeader"]
-            if _expired(header, now):
-                code, why = ErrorCode.GENERR003, "the sequence expired before all its parts arrived"
-            elif self.clock() - incomplete.first_seen > self.sequence_timeout:
-                code = ErrorCode.GENERR006
-                why = f"parts {list(incomplete.positions)} of {incomplete.total} after {self.sequence_timeout:g} s"
-            else:
-                continue
-            self._to_error([(d, code, why) for d in self._release(incomplete.sequence)])
+            verdict = stale(
+                incomplete.sequence,
+                len(incomplete.positions),
+                incomplete.total,
+                expires_at=_expires_at(header),
+                waited=self.clock() - incomplete.first_seen,
+                now=now.timestamp(),
+                timeout=self.sequence_timeout,
+            )
+            if verdict is not None:
+                code, why = verdict
+                self._to_error([(d, code, why) for d in self._release(incomplete.sequence)])
 
     def _to_error(self, items: list[tuple[Delivery, ErrorCode, str]]) -> None:
         """Move records, decorated, to the channel of their code (or log them), then settle them."""
@@ -516,14 +519,20 @@ class Receiver:
                 self._recent.popitem(last=False)
 
 
-def _expired(header: Mapping[str, Any], now: datetime) -> bool:
+def _expires_at(header: Mapping[str, Any]) -> float | None:
+    """The message's expirationTimestamp in epoch seconds (None: none, or unreadable)."""
     stamp = (header.get("messageTimings") or {}).get("expirationTimestamp")
     if not stamp:
-        return False
+        return None
     try:
-        return timestamps.parse(stamp) <= now
+        return timestamps.parse(stamp).timestamp()
     except ValueError:
-        return False
+        return None
+
+
+def _expired(header: Mapping[str, Any], now: datetime) -> bool:
+    expires_at = _expires_at(header)
+    return expires_at is not None and expires_at <= now.timestamp()
 
 
 Handler = Callable[[Received], object]
@@ -562,7 +571,7 @@ def listen(
                 "%s: the handler failed on %s; it will be delivered again", receiver.channel, received.message_id
             )
             receiver.nack(received)
-            stop.wait(min(30.0, retry_delay * 2 ** (failures - 1)))
+            stop.wait(Backoff(base=retry_delay / 2, cap=30.0, jitter=True).delay(failures))
             continue
         failures = 0
         try:
@@ -592,7 +601,7 @@ def receive_or_wait(receiver: Receiver, stop: threading.Event) -> Received | Non
             raise
         except Exception as error:
             attempt += 1
-            delay = min(30.0, 0.5 * 2 ** (attempt - 1))
+            delay = PATIENT.delay(attempt)
             _log.warning("%s: receiving failed (%s); retrying in %.1f s", receiver.channel, error, delay)
             stop.wait(delay)
     return None

@@ -34,10 +34,13 @@ from rdss.repository.entries import (
     application_prefix,
     new_ledger_key,
 )
+from rdss.retry import Backoff
 
 _MAX_TRANSACTION = 100
 _MAX_BATCH_GET = 100
 _CLAIM_ATTEMPTS = 4
+#: Throttled or conflicting writes: 50 ms doubling, jittered (several shards' batches collide).
+_BACKOFF = Backoff(max_retries=_CLAIM_ATTEMPTS + 2, base=0.025, jitter=True)
 _THROTTLING = frozenset(
     {
         "ThrottlingError",
@@ -145,7 +148,7 @@ class LocalDataRepository:
                 code = error.response.get("Error", {}).get("Code", "")
                 if code != "TransactionCanceledException" or not reasons:
                     if code in _THROTTLING or code.startswith("Throttl"):
-                        self.sleep(0.05 * 2**attempt)
+                        self.sleep(_BACKOFF.delay(attempt + 1))
                         continue
                     raise
                 retry: list[Claim] = []
@@ -165,10 +168,10 @@ class LocalDataRepository:
                         retry.append(claim)
                 pending = retry
                 if throttled:
-                    self.sleep(0.05 * 2**attempt)
+                    self.sleep(_BACKOFF.delay(attempt + 1))
                 continue
             except BotoCoreError:
-                self.sleep(0.05 * 2**attempt)
+                self.sleep(_BACKOFF.delay(attempt + 1))
                 continue
             for claim in pending:
                 claim.outcome = ClaimOutcome.CLAIMED
@@ -240,7 +243,7 @@ class LocalDataRepository:
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break
-                self.sleep(0.05 * 2**attempt)
+                self.sleep(_BACKOFF.delay(attempt + 1))
         return found
 
     def put(self, key: str, attributes: dict[str, Any]) -> None:
@@ -286,7 +289,7 @@ class LocalDataRepository:
                 except BotoCoreError:
                     if attempt == _CLAIM_ATTEMPTS - 1:
                         raise
-                self.sleep(0.05 * 2**attempt)
+                self.sleep(_BACKOFF.delay(attempt + 1))
 
 
 def create_table(client: Any, table: str, *, key_attribute: str = KEY_ATTRIBUTE) -> None:

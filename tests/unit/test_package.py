@@ -69,3 +69,11 @@ def test_a_checkout_tool_outside_a_checkout_is_refused_in_one_line(tmp_path: Pat
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("rdss bench: tools.bench.reference is not here: this command runs from a checkout")
     assert "Traceback" not in result.stderr
+
+
+def test_the_glue_jobs_know_the_message_types_rdss_knows():
+    """glue_jobs/schema.py travels to Glue alone, so it spells the list out; it must be rdss's."""
+    from glue_jobs import schema
+    from rdss import schemas
+
+    assert schema.MESSAGE_TYPES == schemas.MESSAGE_TYPES

@@ -23,8 +23,8 @@ _log = logging.getLogger(__name__)
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
 DC = "{http://purl.org/dc/elements/1.1/}"
 
-#: Network trouble: retried 0.5 s doubling to 30 s, eight times.
-NETWORK_BACKOFF = Backoff(max_retries=8, base=0.25, cap=30.0)
+#: Network trouble: retried 0.5 s doubling to 30 s (jittered), eight times.
+NETWORK_BACKOFF = Backoff(max_retries=8, base=0.25, cap=30.0, jitter=True)
 
 
 class HarvestError(Exception):

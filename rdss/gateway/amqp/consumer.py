@@ -21,6 +21,7 @@ from rdss.gateway.amqp.options import Tier
 from rdss.gateway.amqp.publisher import Publish
 from rdss.gateway.backend import Delivery, TransportError
 from rdss.rejection import Rejection
+from rdss.retry import PATIENT
 
 if TYPE_CHECKING:
     from rdss.gateway.amqp.transport import AmqpTransport
@@ -194,7 +195,7 @@ class AmqpConsumer:
             self._connect()
         except TransportError as error:
             self._failures += 1
-            delay = min(30.0, 0.1 * 2**self._failures)
+            delay = PATIENT.delay(self._failures)
             self._next_attempt = time.monotonic() + delay
             _log.warning("%s: reconnecting to RabbitMQ failed (%s); next attempt in %.1f s", self.channel, error, delay)
             return False
