@@ -17,8 +17,21 @@ def register(commands: Any) -> None:
     bench = commands.add_parser("bench", help="benchmark a hot path", description="Benchmark a hot path.")
     kinds = bench.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
 
-    check = kinds.add_parser("validate", help="the classifier vs the reference validator and orjson")
-    check.add_argument("--messages", type=int, default=2000, metavar="N", help="realistic messages (default 2000)")
+    def benchmark(name: str, summary: str, run: Any, size: tuple[str, int, str]) -> Any:
+        """A benchmark's parser: its size option (flag, default, what is counted), --json, run."""
+        flag, default, what = size
+        parser = kinds.add_parser(name, help=summary)
+        parser.add_argument(flag, type=int, default=default, metavar="N", help=f"{what} (default {default:,})")
+        parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+        parser.set_defaults(run=run)
+        return parser
+
+    check = benchmark(
+        "validate",
+        "the classifier vs the reference validator and orjson",
+        run_validate,
+        ("--messages", 2000, "messages"),
+    )
     check.add_argument("--seed", type=int, default=7)
     check.add_argument("--rounds", type=int, default=5, help="timed passes; the median is reported")
     check.add_argument(
@@ -28,11 +41,13 @@ def register(commands: Any) -> None:
         help="the published rdss-spec-3.0.2 directory (default: ../shared/rdss-spec-3.0.2)",
     )
     check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validator")
-    check.add_argument("--json", action="store_true", help="print the figures as JSON")
-    check.set_defaults(run=run_validate)
 
-    glue = kinds.add_parser("glue", help="the audit compaction job on local Spark vs one Python process")
-    glue.add_argument("--records", type=int, default=1_000_000, metavar="N", help="raw records (default 1,000,000)")
+    glue = benchmark(
+        "glue",
+        "the audit compaction job on local Spark vs one Python process",
+        run_glue,
+        ("--records", 1_000_000, "raw records"),
+    )
     glue.add_argument("--seed", type=int, default=11)
     glue.add_argument("--workdir", type=Path, metavar="DIR", help="where archives and outputs go (default: a temp dir)")
     glue.add_argument("--keep", action="store_true", help="keep the generated archives and outputs")
@@ -44,35 +59,35 @@ def register(commands: Any) -> None:
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
         "the job reads beside the audit archive; 0: neither (default 100)",
     )
-    glue.add_argument("--json", action="store_true", help="print the figures as JSON")
-    glue.set_defaults(run=run_glue)
 
-    broker = kinds.add_parser("broker", help="the broker handler on realistic Kinesis events")
-    broker.add_argument("--records", type=int, default=2000, metavar="N", help="messages (default 2000)")
+    broker = benchmark(
+        "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
+    )
     broker.add_argument("--batch", type=int, default=1000, metavar="B", help="records per event (default 1000)")
     broker.add_argument("--stub-aws", action="store_true", help="answer AWS calls in memory: the CPU-only rate")
-    broker.add_argument("--json", action="store_true", help="print the figures as JSON")
-    broker.set_defaults(run=run_broker)
 
-    send = kinds.add_parser("send", help="the gateway's batch send (PutRecords) against the emulator")
-    send.add_argument("--messages", type=int, default=10_000, metavar="N", help="messages (default 10000)")
+    send = benchmark(
+        "send",
+        "the gateway's batch send (PutRecords) against the emulator",
+        run_send,
+        ("--messages", 10_000, "messages"),
+    )
     send.add_argument("--shards", type=int, default=2, metavar="S", help="shards of the input stream (default 2)")
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
-    send.add_argument("--json", action="store_true", help="print the figures as JSON")
-    send.set_defaults(run=run_send)
 
-    amqp = kinds.add_parser("amqp", help="the RabbitMQ backend: publisher confirms, send_all, receive")
-    amqp.add_argument("--messages", type=int, default=5000, metavar="N", help="messages (default 5000)")
-    amqp.add_argument("--url", help="an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)")
+    amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
+    amqp = benchmark(
+        "amqp",
+        "the RabbitMQ backend: publisher confirms, send_all, receive",
+        run_amqp,
+        ("--messages", 5000, "messages"),
+    )
+    amqp.add_argument("--url", help=amqp_url)
     amqp.add_argument("--small", action="store_true", help="small messages (~0.5 kB) instead of the realistic mix")
-    amqp.add_argument("--json", action="store_true", help="print the figures as JSON")
-    amqp.set_defaults(run=run_amqp)
-
-    bridge = kinds.add_parser("bridge", help="the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ")
-    bridge.add_argument("--messages", type=int, default=2000, metavar="N", help="messages (default 2000)")
-    bridge.add_argument("--url", help="an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)")
-    bridge.add_argument("--json", action="store_true", help="print the figures as JSON")
-    bridge.set_defaults(run=run_bridge)
+    bridge = benchmark(
+        "bridge", "the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ", run_bridge, ("--messages", 2000, "messages")
+    )
+    bridge.add_argument("--url", help=amqp_url)
 
 
 def run_validate(args: argparse.Namespace) -> int:

@@ -24,8 +24,9 @@ from typing import Any
 
 from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
-from rdss.gateway.consumer import Received, Receiver, ReceiveStats, receive_or_wait
+from rdss.gateway.consumer import Received, Receiver, ReceiveStats
 from rdss.gateway.exceptions import GatewayError
+from rdss.gateway.listen import receive_or_wait
 
 _log = logging.getLogger(__name__)
 

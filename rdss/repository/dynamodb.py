@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -83,24 +83,18 @@ class CallCounter:
     calls: int = 0
 
 
+@dataclass
 class LocalDataRepository:
     """A repository table (the deployment's ``messages``): claims, look-ups and batch ledgers."""
 
-    def __init__(
-        self,
-        client: Any,
-        table: str,
-        *,
-        key_attribute: str = KEY_ATTRIBUTE,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.client = client
-        self.table = table
-        self.key = key_attribute
-        self.clock = clock
-        self.sleep = sleep
-        self.counter = CallCounter()
+    client: Any
+    table: str
+    _: KW_ONLY
+    #: The table's key attribute (the topology's, unless a table of one's own says otherwise).
+    key: str = KEY_ATTRIBUTE
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    counter: CallCounter = field(default_factory=CallCounter)
 
     # -- claims --------------------------------------------------------------------------------
     def claim(self, claims: Sequence[Claim], ledger: str) -> None:
@@ -292,14 +286,14 @@ class LocalDataRepository:
                 self.sleep(_BACKOFF.delay(attempt + 1))
 
 
-def create_table(client: Any, table: str, *, key_attribute: str = KEY_ATTRIBUTE) -> None:
+def create_table(client: Any, table: str, *, key: str = KEY_ATTRIBUTE) -> None:
     """Create a repository table for an application (on-demand, TTL on ``expiresAt``), unless
     it exists: what ``ldr=dynamodb://TABLE`` expects."""
     try:
         client.create_table(
             TableName=table,
-            AttributeDefinitions=[{"AttributeName": key_attribute, "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": key_attribute, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
             BillingMode="PAY_PER_REQUEST",
         )
     except ClientError as error:

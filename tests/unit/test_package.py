@@ -77,3 +77,13 @@ def test_the_glue_jobs_know_the_message_types_rdss_knows():
     from rdss import schemas
 
     assert schema.MESSAGE_TYPES == schemas.MESSAGE_TYPES
+
+
+def test_no_module_of_the_package_is_over_600_lines():
+    """One job per module (issue 16); the C fast path is the classifier's to retire."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}
