@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,7 @@ def run_validate(args: argparse.Namespace) -> int:
         if location is None:
             raise CommandError("published schemas not found: pass --reference-schemas DIR or --no-reference")
     figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
     print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
     print(f"  classifier (rdss.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
@@ -124,10 +124,9 @@ def run_broker(args: argparse.Namespace) -> int:
     if args.records < 1 or args.batch < 1:
         raise CommandError("--records and --batch must be at least 1")
     figures = broker.run(args.records, batch=args.batch, stub_aws=args.stub_aws)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
-    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    calls = _calls(figures)
     print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
     print(f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)")
     print(f"  {figures.calls_per_1000:>10.1f} AWS data-plane calls per 1,000 messages ({calls})")
@@ -140,10 +139,9 @@ def run_send(args: argparse.Namespace) -> int:
     if args.messages < 1 or args.shards < 1:
         raise CommandError("--messages and --shards must be at least 1")
     figures = send.run(args.messages, shards=args.shards, realistic=args.realistic)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
-    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    calls = _calls(figures)
     print(
         f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, Gateway.send_all, "
         f"{figures.shards} shard(s), AWS: {figures.aws}"
@@ -158,32 +156,37 @@ def run_send(args: argparse.Namespace) -> int:
 
 
 def run_amqp(args: argparse.Namespace) -> int:
-    amqp = tool("bench.amqp")
-
-    if args.messages < 1:
-        raise CommandError("--messages must be at least 1")
-    try:
-        figures = amqp.run(args.messages, url=args.url, realistic=not args.small)
-    except RuntimeError as error:
-        raise CommandError(str(error)) from error
-    return _print_rates(args, figures)
+    return _rates(args, lambda amqp: amqp.run(args.messages, url=args.url, realistic=not args.small))
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    amqp = tool("bench.amqp")
+    return _rates(args, lambda amqp: amqp.run_bridge(args.messages, url=args.url))
 
+
+def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
+    """The RabbitMQ benchmarks: message rates, one line each."""
     if args.messages < 1:
         raise CommandError("--messages must be at least 1")
     try:
-        figures = amqp.run_bridge(args.messages, url=args.url)
+        figures = measure(tool("bench.amqp"))
     except RuntimeError as error:
         raise CommandError(str(error)) from error
     return _print_rates(args, figures)
 
 
-def _print_rates(args: argparse.Namespace, figures: Any) -> int:
+def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
+    """With --json, the figures as one JSON line (and True)."""
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    return bool(args.json)
+
+
+def _calls(figures: Any) -> str:
+    return ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+
+
+def _print_rates(args: argparse.Namespace, figures: Any) -> int:
+    if _printed_as_json(args, figures):
         return 0
     print(f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, {figures.broker}")
     for what, rate in figures.rates.items():
@@ -201,8 +204,7 @@ def run_glue(args: argparse.Namespace) -> int:
     figures = glue.run(
         args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
     )
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
     counts = figures.counts
     print(
