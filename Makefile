@@ -42,7 +42,7 @@ $(GLUE_JAR): $(GLUE_JAVA) $(STAMP)
 	jar --create --date=2000-01-01T00:00:00Z --file $@ -C build/glue-classes .
 
 $(SPARK_CDS): $(GLUE_JAR) glue_jobs/audit_compaction.py
-	$(BIN)/python -m rdss.sparkcds $@
+	$(BIN)/python -m tools.sparkcds $@
 
 setup: $(STAMP) $(GLUE_JAR) $(SPARK_CDS)
 
@@ -106,8 +106,8 @@ test: setup rabbitmq localstack lint typecheck
 	$(BIN)/python -m tests.support.suites
 
 lint: setup
-	$(BIN)/ruff check rdss tests glue_jobs app.py stacks
-	$(BIN)/ruff format --check rdss tests glue_jobs app.py stacks
+	$(BIN)/ruff check rdss tools tests glue_jobs app.py stacks
+	$(BIN)/ruff format --check rdss tools tests glue_jobs app.py stacks
 
 typecheck: setup
 	$(BIN)/mypy

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 
 #: Message types a partition may name; anything else is filed under UNKNOWN_TYPE so that an
 #: arbitrary string from a bad message never becomes an S3 path or breaks partition projection.
+#: The same list as rdss.schemas.MESSAGE_TYPES (this file cannot import rdss in Glue): kept so by
+#: tests/unit/test_package.py.
 MESSAGE_TYPES = (
     "MetadataCreate",
     "MetadataUpdate",

@@ -36,8 +36,8 @@ from rdss.errors import ErrorCode
 from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
-from rdss.gateway.repository import SENT
-from rdss.retry import Backoff
+from rdss.repository.entries import SENT
+from rdss.retry import PATIENT, Backoff
 from rdss.validation import Verdict, validate
 
 _log = logging.getLogger(__name__)
@@ -45,8 +45,8 @@ _log = logging.getLogger(__name__)
 #: The Data Type Channels: what a bridge moves unless told otherwise.
 DEFAULT_CHANNELS = ("metadata", "vocabulary", "responses")
 
-#: Retries of a failing side: 0.2 s doubling to 30 s, for as long as the bridge runs.
-RETRY = Backoff(max_retries=1_000_000, base=0.1, cap=30.0)
+#: Retries of a failing side: 0.2 s doubling to 30 s (jittered), for as long as the bridge runs.
+RETRY = PATIENT
 
 
 @dataclass

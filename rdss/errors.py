@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from typing import Any
 
 
 class ErrorCode(enum.StrEnum):
@@ -73,3 +75,32 @@ _ERROR_CHANNEL_CODES = frozenset(
         ErrorCode.GENERR009,
     }
 )
+
+
+class SendFailed(OSError):
+    """Messages that were not delivered to their channel after every retry.
+
+    Raised by the gateway's send (``failed`` lists :class:`rdss.gateway.exceptions.Undelivered`
+    records, ``sent`` the receipts of the messages that did go) and by the AMGI servers'
+    ``message.send.flush`` (``failed`` holds the application's own ``message.send`` events; the
+    AMGI spec asks for an OSError). ``error_code`` is GENERR005 when retries ran out (throttling,
+    the network), GENERR006 when the messaging system refused outright.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        failed: Sequence[Any] = (),
+        *,
+        error_code: ErrorCode = ErrorCode.GENERR005,
+        sent: Sequence[object] = (),
+    ) -> None:
+        super().__init__(message)
+        self.failed = list(failed)
+        self.error_code = error_code
+        self.sent = list(sent)
+
+    @property
+    def undelivered(self) -> list[Any]:
+        """What was not delivered (the gateway's name for :attr:`failed`)."""
+        return self.failed

@@ -43,8 +43,9 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss import archive
-from rdss.delivery import PutRecordsBatcher, Record
-from rdss.ldr import RETENTION_SECONDS, LocalDataRepository
+from rdss.putrecords import PutRecordsBatcher, Record
+from rdss.repository.dynamodb import LocalDataRepository
+from rdss.repository.entries import RETENTION_SECONDS
 from rdss.retry import Backoff
 from rdss.topology import Deployment
 from rdss.validation import validate

@@ -9,6 +9,7 @@ connection retries exceeded" and GENERR010 as a malformed UUID; the table wins.)
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,13 +41,17 @@ class Backoff:
     base: float = BASE_DELAY
     #: Longest single delay; None keeps the spec's pure doubling.
     cap: float | None = None
+    #: Spread each delay at random over its upper half ("equal jitter"), so that clients failing
+    #: together do not retry in step. Off where the spec fixes the delays (sending a Message).
+    jitter: bool = False
 
     def delay(self, retry: int) -> float:
         """Seconds to wait before retry number ``retry`` (1-based)."""
         if retry < 1:
             raise ValueError("retries are numbered from 1")
-        value = self.base * 2.0**retry
-        return value if self.cap is None else min(value, self.cap)
+        value = self.base * 2.0 ** min(retry, 64)  # a long outage: the exponent stops growing
+        value = value if self.cap is None else min(value, self.cap)
+        return value / 2 + random.uniform(0, value / 2) if self.jitter else value
 
     def delays(self) -> Iterator[float]:
         """The delays before each retry, in order."""
@@ -54,6 +59,10 @@ class Backoff:
 
 
 SPEC_BACKOFF = Backoff()
+
+#: Retrying what the spec does not time - re-reading a channel, reconnecting, a handler that
+#: failed: 0.2 s doubling to 30 s, jittered, for as long as the caller keeps going.
+PATIENT = Backoff(max_retries=1_000_000, base=0.1, cap=30.0, jitter=True)
 
 
 def call_with_backoff(

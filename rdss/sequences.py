@@ -20,7 +20,12 @@ from typing import Any
 import orjson
 
 from rdss import MAX_MESSAGE_BYTES
+from rdss.errors import ErrorCode
 from rdss.messages import Message, new_id
+
+#: How long an incomplete sequence may wait for its parts when its message sets no expiry
+#: (seconds): the sweep's default in the deployment and a gateway receiver's.
+SEQUENCE_TIMEOUT_SECONDS = 3600.0
 
 # In a JSON string orjson writes '"' and '\' as two bytes; everything else in a JSON text
 # (control characters are already escaped there) is written as is.
@@ -29,6 +34,27 @@ _QUOTE, _BACKSLASH = b'"', b"\\"
 
 class SequenceError(ValueError):
     """Parts that cannot form one message: mixed sequences, totals or positions, bad fragments."""
+
+
+def stale(
+    sequence: str,
+    arrived: int,
+    total: int,
+    *,
+    expires_at: float | None,
+    waited: float,
+    now: float,
+    timeout: float = SEQUENCE_TIMEOUT_SECONDS,
+) -> tuple[ErrorCode, str] | None:
+    """Whether an incomplete sequence has waited long enough, and with which code it moves to
+    the error channel: GENERR003 once its message's expirationTimestamp (``expires_at``, epoch
+    seconds) has passed ``now``, GENERR006 once it ``waited`` the ``timeout``; None to wait on."""
+    waiting = f"{arrived} of {total} parts arrived"
+    if expires_at is not None and expires_at <= now:
+        return ErrorCode.GENERR003, f"sequence {sequence} expired before it was complete ({waiting})"
+    if waited >= timeout:
+        return ErrorCode.GENERR006, f"sequence {sequence} incomplete after {timeout:g} s ({waiting})"
+    return None
 
 
 def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:

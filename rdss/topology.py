@@ -112,6 +112,9 @@ class Topology:
     def processor(self, name: str) -> Processor:
         return next(p for p in self.processors if p.name == name)
 
+    def table(self, name: str) -> Table:
+        return next(t for t in self.tables if t.name == name)
+
 
 _ALL = ("Command", "Event", "Document")
 

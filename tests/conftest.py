@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from rdss.workload import Workload
+from tools.workload import Workload
 
 # Processors log and emit metrics through Powertools; in tests that is noise.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+# Gateways keep their own state (a Local Data Repository file, claim checks) under
+# $XDG_STATE_HOME: in tests, a directory of this run's, inherited by the processes it starts.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="rdss-test-state-")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "messages"

@@ -8,7 +8,7 @@ order: address = stream name, receive id = sequence number, bindings
 What comes back to Lambda is a ReportBatchItemFailures response: every record the app nacked
 or left unacknowledged is a batch item failure (Lambda then retries from the earliest of
 them). ``message.send`` events are buffered and delivered with batched PutRecords calls (see
-:mod:`rdss.delivery`); before an ack is accepted every earlier send is delivered, so an acked
+:mod:`rdss.putrecords`); before an ack is accepted every earlier send is delivered, so an acked
 record's outputs are never lost. Apps that want per-message outcomes use the
 ``message.send.flush`` extension, which reports undelivered sends in :class:`SendFailed`.
 
@@ -28,16 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rdss.amgi.types import (
-    AMGI_VERSION,
-    MESSAGE_SPEC_VERSION,
-    SEND_FLUSH_EXTENSION,
-    Application,
-    MessageScope,
-    MessageSendEvent,
-    SendFailed,
-)
-from rdss.delivery import DEFAULT_BACKOFF, PutRecordsBatcher, Record
+from rdss.amgi.server import Lifespan, run_scope
+from rdss.amgi.types import Application, MessageSendEvent, SendFailed
+from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher, Record
 from rdss.retry import Backoff
 
 _log = logging.getLogger(__name__)
@@ -89,14 +82,14 @@ class KinesisEventSourceMappingHandler:
         self.log = logger or _log
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state: dict[str, Any] = {}
-        self._lifespan: _Lifespan | None = None
+        self._lifespan: Lifespan | None = None
         self._pause_gc = pause_gc
 
     # -- Lambda entry point --------------------------------------------------------------------
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         loop = self._event_loop()
         if self._lifespan is None:
-            self._lifespan = _Lifespan(self.app, self._state, self.log)
+            self._lifespan = Lifespan(self.app, self._state, self.log)
             loop.run_until_complete(self._lifespan.startup())
         paused = self._pause_gc and gc.isenabled()
         if paused:
@@ -151,19 +144,8 @@ class KinesisEventSourceMappingHandler:
         return failures
 
     async def _serve(self, stream: str, records: list[_KinesisRecord]) -> list[str]:
-        outbox = _Outbox(self._batcher(), self.log)
-        ids = {r.sequence_number for r in records}
-        acked: set[str] = set()
-        nacked: set[str] = set()
-        position = 0
-
-        async def receive() -> dict[str, Any]:
-            nonlocal position
-            if position >= len(records):
-                raise RuntimeError("receive() called after the last message of the batch")
-            record = records[position]
-            position += 1
-            return {
+        events = [
+            {
                 "type": "message.receive",
                 "id": record.sequence_number,
                 "headers": [],
@@ -176,45 +158,16 @@ class KinesisEventSourceMappingHandler:
                         "approximate_arrival_timestamp": record.arrival,
                     }
                 },
-                "more_messages": position < len(records),
             }
-
-        async def send(message: dict[str, Any]) -> None:
-            kind = message["type"]
-            if kind == "message.send":
-                await outbox.add(message)  # type: ignore[arg-type]
-            elif kind == SEND_FLUSH_EXTENSION:
-                outbox.flush()
-            elif kind == "message.ack":
-                _known(message["id"], ids)
-                outbox.flush()  # an ack promises the message's outputs are delivered
-                acked.add(message["id"])
-            elif kind == "message.nack":
-                _known(message["id"], ids)
-                nacked.add(message["id"])
-                self.log.warning("message %s nacked: %s", message["id"], message.get("message", ""))
-            else:
-                raise ValueError(f"unsupported event type {kind!r}")
-
-        scope: MessageScope = {
-            "type": "message",
-            "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},  # type: ignore[typeddict-item]
-            "address": stream,
-            "state": dict(self._state),
-            "extensions": {SEND_FLUSH_EXTENSION: {}},
-        }
-        try:
-            await self.app(scope, receive, send)
-        except Exception:
-            self.log.exception("the application failed on a batch of %d record(s) from %s", len(records), stream)
-        try:
-            outbox.flush()
-        except SendFailed:
+            for record in records
+        ]
+        outbox = _Outbox(self._batcher())
+        result = await run_scope(self.app, events, address=stream, state=self._state, outbox=outbox, log=self.log)
+        if result.undelivered:
             # outputs sent after the last ack did not all arrive: retry the whole batch rather
             # than lose them (the app's de-duplication absorbs the repeats)
-            self.log.error("sends after the last ack were not delivered; the whole batch will be retried")
             return [r.sequence_number for r in records]
-        return [r.sequence_number for r in records if r.sequence_number not in acked or r.sequence_number in nacked]
+        return [r.sequence_number for r in records if r.sequence_number not in result.settled]
 
     # -- plumbing ------------------------------------------------------------------------------
     def _batcher(self) -> PutRecordsBatcher:
@@ -239,13 +192,12 @@ class KinesisEventSourceMappingHandler:
 class _Outbox:
     """Buffered ``message.send`` events, delivered in PutRecords batches."""
 
-    def __init__(self, batcher: PutRecordsBatcher, log: logging.Logger) -> None:
+    def __init__(self, batcher: PutRecordsBatcher) -> None:
         self.batcher = batcher
-        self.log = log
         self.pending: list[Record] = []
         self.per_stream: dict[str, int] = {}
 
-    async def add(self, message: MessageSendEvent) -> None:
+    def add(self, message: MessageSendEvent) -> None:
         payload = message.get("payload") or b""
         binding = (message.get("bindings") or {}).get("kinesis", {})
         record = Record(
@@ -279,82 +231,9 @@ class _Outbox:
             )
 
 
-class _Lifespan:
-    """Runs the app's lifespan protocol on the handler's event loop."""
-
-    def __init__(self, app: Application, state: dict[str, Any], log: logging.Logger) -> None:
-        self.app = app
-        self.state = state
-        self.log = log
-        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.started: asyncio.Future[bool] | None = None
-        self.stopped: asyncio.Future[bool] | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.supported = True
-
-    async def startup(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.started, self.stopped = loop.create_future(), loop.create_future()
-        self.task = loop.create_task(self._run())
-        await self.inbox.put({"type": "lifespan.startup"})
-        await asyncio.wait([self.started, self.task], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
-        if not self.started.done():  # the app returned or raised without answering: no lifespan
-            self.supported = False
-            return
-        if not self.started.result():
-            raise RuntimeError("the application's lifespan startup failed")
-
-    async def shutdown(self) -> None:
-        if not self.supported or self.task is None or self.task.done() or self.stopped is None:
-            return
-        await self.inbox.put({"type": "lifespan.shutdown"})
-        await asyncio.wait([self.stopped, self.task], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
-
-    async def _run(self) -> None:
-        scope = {
-            "type": "lifespan",
-            "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},
-            "state": self.state,
-        }
-
-        async def receive() -> dict[str, Any]:
-            return await self.inbox.get()
-
-        async def send(message: dict[str, Any]) -> None:
-            kind = message["type"]
-            if kind in ("lifespan.startup.complete", "lifespan.startup.failed") and self.started is not None:
-                if not self.started.done():
-                    self.started.set_result(kind.endswith("complete"))
-                if kind.endswith("failed"):
-                    self.log.error("lifespan startup failed: %s", message.get("message", ""))
-            elif (
-                kind in ("lifespan.shutdown.complete", "lifespan.shutdown.failed")
-                and self.stopped is not None
-                and not self.stopped.done()
-            ):
-                self.stopped.set_result(kind.endswith("complete"))
-
-        try:
-            await self.app(scope, receive, send)
-        except Exception:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:  # torn down with the execution environment: nothing to report
-                return
-            if self.started is not None and not self.started.done():
-                self.log.debug("the application does not support lifespan", exc_info=True)
-            else:
-                self.log.exception("the application's lifespan failed")
-
-
 def _stream_name(arn: str) -> str:
     """``arn:aws:kinesis:<region>:<account>:stream/<name>`` -> ``<name>``."""
     return arn.rsplit("/", 1)[-1] if "/" in arn else arn
-
-
-def _known(message_id: str, ids: set[str]) -> None:
-    if message_id not in ids:
-        raise ValueError(f"unknown message id {message_id!r} in this batch")
 
 
 __all__ = ["KinesisEventSourceMappingHandler", "SendFailed"]

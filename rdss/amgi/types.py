@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, NotRequired, TypedDict
 
+from rdss import errors
+
 #: Version of the AMGI spec and of its message sub-specification this server implements.
 AMGI_VERSION = "1.0"
 MESSAGE_SPEC_VERSION = "1.0"
@@ -119,10 +121,6 @@ Application = Callable[[Any, Receive, Send], Awaitable[None]]
 SEND_FLUSH_EXTENSION = "message.send.flush"
 
 
-class SendFailed(OSError):
-    """Some ``message.send`` events could not be delivered (the spec asks servers to raise an
-    OSError subclass). ``failed`` holds those events (the same objects the application sent)."""
-
-    def __init__(self, message: str, failed: list[MessageSendEvent]) -> None:
-        super().__init__(message)
-        self.failed = failed
+#: Some ``message.send`` events could not be delivered: ``failed`` holds them (the same objects
+#: the application sent). The one exception for undelivered messages, shared with the gateway.
+SendFailed = errors.SendFailed

@@ -18,21 +18,17 @@ and only the records they affect.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rdss import timestamps
-from rdss.amgi.lifespan import acknowledge_lifespan
-from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
-from rdss.broker.routing import Router
-from rdss.delivery import MAX_RECORD_DATA
-from rdss.ldr import RECEIVED, Claim, ClaimOutcome, LocalDataRepository
+from rdss.amgi.batch import deliver, kinesis_send, receive_batch
+from rdss.amgi.types import Receive, Send
 from rdss.observability import Tally, emit_counts, logger, tracer
+from rdss.processor import Processor
 from rdss.redrive import redriven_record
-from rdss.rejection import Rejector, S3ClaimChecks
-from rdss.topology import RDSS, Resolved, Topology, from_environment
+from rdss.repository.dynamodb import Claim, ClaimOutcome
+from rdss.repository.entries import RECEIVED, record_id, record_key
 from rdss.validation import Verdict, validate
 
 
@@ -52,50 +48,14 @@ class _Item:
     failure: str | None = None
 
 
-class Broker:
+class Broker(Processor):
     """Classifies, de-duplicates and routes the messages of the ``input`` channel."""
 
     processor = "broker"
 
-    def __init__(
-        self,
-        *,
-        names: Resolved,
-        dynamodb: Any,
-        s3: Any = None,
-        topology: Topology = RDSS,
-        clock: Callable[[], float] = time.time,
-        now: Callable[[], datetime] = timestamps.now,
-    ) -> None:
-        self.names = names
-        self.ldr = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
-        self.router = Router(names, topology)
-        # error records too large to travel decorated are kept in the errors bucket
-        claim_checks = S3ClaimChecks(s3, names.bucket("errors")) if s3 is not None else None
-        self.rejector = Rejector(limit=MAX_RECORD_DATA, claim_checks=claim_checks, now=now)
-        self.now = now
-
-    @classmethod
-    def from_environment(cls) -> Broker:
-        """A broker configured the way the CDK app (or the local runtime) deployed it."""
-        from rdss.aws import client
-
-        return cls(names=from_environment(), dynamodb=client("dynamodb"), s3=client("s3"))
-
-    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await acknowledge_lifespan(receive, send)
-        elif scope["type"] == "message":
-            await self.handle_batch(scope, receive, send)
-
     @tracer.capture_method
     async def handle_batch(self, scope: Any, receive: Receive, send: Send) -> None:
-        events = []
-        more = True
-        while more:
-            event = await receive()
-            events.append(event)
-            more = bool(event.get("more_messages", False))
+        events = await receive_batch(receive)
         started = time.perf_counter()
         now = self.now()
         items = [self._classify(event, now) for event in events]
@@ -103,7 +63,8 @@ class Broker:
         ledger = self.ldr.new_ledger()
         self._claim(items, ledger, tally)
         self._plan_outputs(items, now, tally)
-        await self._deliver(scope, send, items)
+        for item, failure in await deliver(scope, send, items, lambda item: item.outputs):
+            item.failure = f"output not delivered ({failure}); retry"
         sent = [item.record for item in items if item.outputs and item.failure is None]
         try:
             self.ldr.write_ledger(ledger, sent)
@@ -133,10 +94,11 @@ class Broker:
         partition_key = str(binding.get("partition_key") or event["id"])
         # a record `rdss redrive` put back is the parked record it repeats: same claims, same ledger
         original = redriven_record(partition_key)
-        record = original or f"{binding.get('shard_id', '')}/{event['id']}"
+        record = original or record_id(binding.get("shard_id", ""), event["id"])
         verdict = validate(payload, now=now)
         header = verdict.header or {}
-        key = header["messageId"] if verdict.valid else f"record#{record}"
+        # an invalid record's messageId cannot be trusted: it is claimed as the record itself
+        key = header["messageId"] if verdict.valid else record_key(record)
         if original is not None:  # outputs keyed as producers key them, not by the redrive key
             partition_key = key if verdict.valid else original
         return _Item(event["id"], record, payload, partition_key, verdict, key, header)
@@ -180,12 +142,12 @@ class Broker:
                     item.failure = f"the rejected record could not be kept ({error}); retry"
                     continue
                 item.outcome = rejection.channel
-                item.outputs.append(self._event(rejection.channel, rejection.record, item.partition_key))
+                item.outputs.append(self.send_to(rejection.channel, rejection.record, item.partition_key))
                 tally.add("code", str(rejection.code))
             elif verdict.is_part:
                 header = item.header
                 item.outcome = "part"
-                item.outputs.append(self._event("sequence", item.payload, header["messageSequence"]["sequence"]))
+                item.outputs.append(self.send_to("sequence", item.payload, header["messageSequence"]["sequence"]))
             else:
                 header = item.header
                 if id(item) in is_reply and addresses is None:
@@ -196,15 +158,7 @@ class Broker:
                 if destination.fallback:
                     tally.add("reply", "default-channel")
                 item.outcome = "routed"
-                item.outputs.append(
-                    {
-                        "type": "message.send",
-                        "address": destination.stream,
-                        "headers": [],
-                        "payload": item.payload,
-                        "bindings": {"kinesis": {"partition_key": item.partition_key}},
-                    }
-                )
+                item.outputs.append(kinesis_send(destination.stream, item.payload, item.partition_key))
                 tally.add("channel", destination.channel)
             tally.add("outcome", item.outcome)
 
@@ -224,30 +178,6 @@ class Broker:
             logger.exception("return address look-up failed")
             return None
         return {key: item["returnAddress"] for key, item in requests.items() if item.get("returnAddress")}
-
-    async def _deliver(self, scope: Any, send: Send, items: list[_Item]) -> None:
-        owner: dict[int, _Item] = {}
-        for item in items:
-            for event in item.outputs:
-                owner[id(event)] = item
-                await send(event)
-        if SEND_FLUSH_EXTENSION not in scope.get("extensions", {}):
-            return  # the server delivers sends before it accepts an ack
-        try:
-            await send({"type": SEND_FLUSH_EXTENSION})
-        except SendFailed as failure:
-            for failed in failure.failed:
-                item = owner[id(failed)]
-                item.failure = f"output not delivered ({failure}); retry"
-
-    def _event(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
-        return {
-            "type": "message.send",
-            "address": self.names.stream(channel),
-            "headers": [],
-            "payload": payload,
-            "bindings": {"kinesis": {"partition_key": partition_key}},
-        }
 
 
 def _claim_attributes(verdict: Verdict) -> dict[str, Any]:

@@ -1,14 +1,16 @@
-"""``rdss bench ...``: the benchmarks of the hot paths."""
+"""``rdss bench ...``: the benchmarks of the hot paths (``tools/bench`` of a checkout)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from rdss.cli.checkout import tool
 from rdss.cli.common import CommandError
 
 
@@ -16,8 +18,21 @@ def register(commands: Any) -> None:
     bench = commands.add_parser("bench", help="benchmark a hot path", description="Benchmark a hot path.")
     kinds = bench.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
 
-    check = kinds.add_parser("validate", help="the classifier vs the reference validator and orjson")
-    check.add_argument("--messages", type=int, default=2000, metavar="N", help="realistic messages (default 2000)")
+    def benchmark(name: str, summary: str, run: Any, size: tuple[str, int, str]) -> Any:
+        """A benchmark's parser: its size option (flag, default, what is counted), --json, run."""
+        flag, default, what = size
+        parser = kinds.add_parser(name, help=summary)
+        parser.add_argument(flag, type=int, default=default, metavar="N", help=f"{what} (default {default:,})")
+        parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+        parser.set_defaults(run=run)
+        return parser
+
+    check = benchmark(
+        "validate",
+        "the classifier vs the reference validator and orjson",
+        run_validate,
+        ("--messages", 2000, "messages"),
+    )
     check.add_argument("--seed", type=int, default=7)
     check.add_argument("--rounds", type=int, default=5, help="timed passes; the median is reported")
     check.add_argument(
@@ -27,11 +42,13 @@ def register(commands: Any) -> None:
         help="the published rdss-spec-3.0.2 directory (default: ../shared/rdss-spec-3.0.2)",
     )
     check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validator")
-    check.add_argument("--json", action="store_true", help="print the figures as JSON")
-    check.set_defaults(run=run_validate)
 
-    glue = kinds.add_parser("glue", help="the audit compaction job on local Spark vs one Python process")
-    glue.add_argument("--records", type=int, default=1_000_000, metavar="N", help="raw records (default 1,000,000)")
+    glue = benchmark(
+        "glue",
+        "the audit compaction job on local Spark vs one Python process",
+        run_glue,
+        ("--records", 1_000_000, "raw records"),
+    )
     glue.add_argument("--seed", type=int, default=11)
     glue.add_argument("--workdir", type=Path, metavar="DIR", help="where archives and outputs go (default: a temp dir)")
     glue.add_argument("--keep", action="store_true", help="keep the generated archives and outputs")
@@ -43,35 +60,35 @@ def register(commands: Any) -> None:
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
         "the job reads beside the audit archive; 0: neither (default 100)",
     )
-    glue.add_argument("--json", action="store_true", help="print the figures as JSON")
-    glue.set_defaults(run=run_glue)
 
-    broker = kinds.add_parser("broker", help="the broker handler on realistic Kinesis events")
-    broker.add_argument("--records", type=int, default=2000, metavar="N", help="messages (default 2000)")
+    broker = benchmark(
+        "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
+    )
     broker.add_argument("--batch", type=int, default=1000, metavar="B", help="records per event (default 1000)")
     broker.add_argument("--stub-aws", action="store_true", help="answer AWS calls in memory: the CPU-only rate")
-    broker.add_argument("--json", action="store_true", help="print the figures as JSON")
-    broker.set_defaults(run=run_broker)
 
-    send = kinds.add_parser("send", help="the gateway's batch send (PutRecords) against the emulator")
-    send.add_argument("--messages", type=int, default=10_000, metavar="N", help="messages (default 10000)")
+    send = benchmark(
+        "send",
+        "the gateway's batch send (PutRecords) against the emulator",
+        run_send,
+        ("--messages", 10_000, "messages"),
+    )
     send.add_argument("--shards", type=int, default=2, metavar="S", help="shards of the input stream (default 2)")
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
-    send.add_argument("--json", action="store_true", help="print the figures as JSON")
-    send.set_defaults(run=run_send)
 
-    amqp = kinds.add_parser("amqp", help="the RabbitMQ backend: publisher confirms, send_all, receive")
-    amqp.add_argument("--messages", type=int, default=5000, metavar="N", help="messages (default 5000)")
-    amqp.add_argument("--url", help="an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)")
+    amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
+    amqp = benchmark(
+        "amqp",
+        "the RabbitMQ backend: publisher confirms, send_all, receive",
+        run_amqp,
+        ("--messages", 5000, "messages"),
+    )
+    amqp.add_argument("--url", help=amqp_url)
     amqp.add_argument("--small", action="store_true", help="small messages (~0.5 kB) instead of the realistic mix")
-    amqp.add_argument("--json", action="store_true", help="print the figures as JSON")
-    amqp.set_defaults(run=run_amqp)
-
-    bridge = kinds.add_parser("bridge", help="the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ")
-    bridge.add_argument("--messages", type=int, default=2000, metavar="N", help="messages (default 2000)")
-    bridge.add_argument("--url", help="an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)")
-    bridge.add_argument("--json", action="store_true", help="print the figures as JSON")
-    bridge.set_defaults(run=run_bridge)
+    bridge = benchmark(
+        "bridge", "the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ", run_bridge, ("--messages", 2000, "messages")
+    )
+    bridge.add_argument("--url", help=amqp_url)
 
     coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
     coldstart.add_argument("--rounds", type=int, default=7, metavar="N", help="fresh processes per figure (default 7)")
@@ -80,7 +97,7 @@ def register(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from rdss.bench import reference, validate
+    reference, validate = tool("bench.reference"), tool("bench.validate")
 
     if args.messages < 1:
         raise CommandError("--messages must be at least 1")
@@ -90,8 +107,7 @@ def run_validate(args: argparse.Namespace) -> int:
         if location is None:
             raise CommandError("published schemas not found: pass --reference-schemas DIR or --no-reference")
     figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
     print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
     print(f"  classifier (rdss.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
@@ -108,15 +124,14 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    from rdss.bench import broker
+    broker = tool("bench.broker")
 
     if args.records < 1 or args.batch < 1:
         raise CommandError("--records and --batch must be at least 1")
     figures = broker.run(args.records, batch=args.batch, stub_aws=args.stub_aws)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
-    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    calls = _calls(figures)
     print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
     print(f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)")
     print(f"  {figures.calls_per_1000:>10.1f} AWS data-plane calls per 1,000 messages ({calls})")
@@ -124,15 +139,14 @@ def run_broker(args: argparse.Namespace) -> int:
 
 
 def run_send(args: argparse.Namespace) -> int:
-    from rdss.bench import send
+    send = tool("bench.send")
 
     if args.messages < 1 or args.shards < 1:
         raise CommandError("--messages and --shards must be at least 1")
     figures = send.run(args.messages, shards=args.shards, realistic=args.realistic)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
-    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    calls = _calls(figures)
     print(
         f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, Gateway.send_all, "
         f"{figures.shards} shard(s), AWS: {figures.aws}"
@@ -147,32 +161,37 @@ def run_send(args: argparse.Namespace) -> int:
 
 
 def run_amqp(args: argparse.Namespace) -> int:
-    from rdss.bench import amqp
-
-    if args.messages < 1:
-        raise CommandError("--messages must be at least 1")
-    try:
-        figures = amqp.run(args.messages, url=args.url, realistic=not args.small)
-    except RuntimeError as error:
-        raise CommandError(str(error)) from error
-    return _print_rates(args, figures)
+    return _rates(args, lambda amqp: amqp.run(args.messages, url=args.url, realistic=not args.small))
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    from rdss.bench import amqp
+    return _rates(args, lambda amqp: amqp.run_bridge(args.messages, url=args.url))
 
+
+def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
+    """The RabbitMQ benchmarks: message rates, one line each."""
     if args.messages < 1:
         raise CommandError("--messages must be at least 1")
     try:
-        figures = amqp.run_bridge(args.messages, url=args.url)
+        figures = measure(tool("bench.amqp"))
     except RuntimeError as error:
         raise CommandError(str(error)) from error
     return _print_rates(args, figures)
 
 
-def _print_rates(args: argparse.Namespace, figures: Any) -> int:
+def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
+    """With --json, the figures as one JSON line (and True)."""
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    return bool(args.json)
+
+
+def _calls(figures: Any) -> str:
+    return ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+
+
+def _print_rates(args: argparse.Namespace, figures: Any) -> int:
+    if _printed_as_json(args, figures):
         return 0
     print(f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, {figures.broker}")
     for what, rate in figures.rates.items():
@@ -181,7 +200,7 @@ def _print_rates(args: argparse.Namespace, figures: Any) -> int:
 
 
 def run_glue(args: argparse.Namespace) -> int:
-    from rdss.bench import glue
+    glue = tool("bench.glue")
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
@@ -190,8 +209,7 @@ def run_glue(args: argparse.Namespace) -> int:
     figures = glue.run(
         args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
     )
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+    if _printed_as_json(args, figures):
         return 0
     counts = figures.counts
     print(
@@ -222,7 +240,7 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_coldstart(args: argparse.Namespace) -> int:
-    from rdss.bench import coldstart
+    from tools.bench import coldstart
 
     if args.rounds < 1:
         raise CommandError("--rounds must be at least 1")

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rdss.cli.checkout import tool
 from rdss.cli.common import CommandError
 
 
@@ -39,7 +40,7 @@ def _quiet_processors() -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     _quiet_processors()
-    from rdss.local import demo
+    demo = tool("demo")
 
     if args.messages is not None and not args.messages.is_dir():
         raise CommandError(f"--messages: {args.messages} is not a directory")

@@ -17,15 +17,16 @@ Lifespan startup and shutdown run once around the whole run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from rdss.amgi.types import AMGI_VERSION, MESSAGE_SPEC_VERSION, SEND_FLUSH_EXTENSION, Application, SendFailed
-from rdss.gateway.consumer import Received, Receiver, ReceiveStats, receive_or_wait
+from rdss.amgi.server import Lifespan, run_scope
+from rdss.amgi.types import Application, MessageSendEvent, SendFailed
+from rdss.gateway.consumer import Received, Receiver, ReceiveStats
 from rdss.gateway.exceptions import GatewayError
+from rdss.gateway.listen import receive_or_wait
 
 _log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def serve(
     stop = stop or threading.Event()
     loop = asyncio.new_event_loop()
     state: dict[str, Any] = {}
-    lifespan = _Lifespan(app, state)
+    lifespan = Lifespan(app, state, _log)
     try:
         loop.run_until_complete(lifespan.startup())
         idle_since = receiver.clock()
@@ -62,7 +63,10 @@ def serve(
                 continue
             idle_since = receiver.clock()
             for group in _by_partition(batch):
-                acked = loop.run_until_complete(_Scope(app, group, address, state, deliver).run())
+                result = loop.run_until_complete(
+                    run_scope(app, _events(group), address=address, state=state, outbox=_Outbox(deliver), log=_log)
+                )
+                acked = result.settled
                 handled += len(acked)
                 receiver.ack([r for r in group if r.message_id in acked])
                 for received in group:
@@ -89,48 +93,9 @@ def _by_partition(batch: list[Received]) -> list[list[Received]]:
     return list(groups.values())
 
 
-class _Scope:
-    """One ``message`` scope: a partition's batch."""
-
-    def __init__(
-        self, app: Application, batch: list[Received], address: str, state: dict[str, Any], deliver: Deliver
-    ) -> None:
-        self.app = app
-        self.batch = batch
-        self.address = address
-        self.state = state
-        self.deliver = deliver
-        self.ids = {r.message_id for r in batch}
-        self.acked: set[str] = set()
-        self.nacked: set[str] = set()
-        self.outbox: list[dict[str, Any]] = []
-        self.position = 0
-
-    async def run(self) -> set[str]:
-        """Run the app on the batch; returns the messageIds acknowledged (and not nacked)."""
-        scope = {
-            "type": "message",
-            "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},
-            "address": self.address,
-            "state": dict(self.state),
-            "extensions": {SEND_FLUSH_EXTENSION: {}},
-        }
-        try:
-            await self.app(scope, self.receive, self.send)
-        except Exception:
-            _log.exception("the application failed on a batch of %d message(s) from %s", len(self.batch), self.address)
-        try:
-            self.flush()
-        except SendFailed:  # sends after the last ack did not all arrive: retry the batch's unacked
-            _log.error("sends after the last ack were not delivered; unacknowledged messages will be retried")
-        return self.acked - self.nacked
-
-    async def receive(self) -> dict[str, Any]:
-        if self.position >= len(self.batch):
-            raise RuntimeError("receive() called after the last message of the batch")
-        received = self.batch[self.position]
-        self.position += 1
-        return {
+def _events(batch: list[Received]) -> list[dict[str, Any]]:
+    return [
+        {
             "type": "message.receive",
             "id": received.message_id,
             "headers": [
@@ -146,28 +111,23 @@ class _Scope:
                     "positions": [d.position for d in received.deliveries],
                 }
             },
-            "more_messages": self.position < len(self.batch),
         }
+        for received in batch
+    ]
 
-    async def send(self, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        if kind == "message.send":
-            self.outbox.append(message)
-        elif kind == SEND_FLUSH_EXTENSION:
-            self.flush()
-        elif kind == "message.ack":
-            self._known(message["id"])
-            self.flush()  # an ack promises the message's outputs are delivered
-            self.acked.add(message["id"])
-        elif kind == "message.nack":
-            self._known(message["id"])
-            self.nacked.add(message["id"])
-            _log.warning("message %s nacked: %s", message["id"], message.get("message", ""))
-        else:
-            raise ValueError(f"unsupported event type {kind!r}")
+
+class _Outbox:
+    """A scope's ``message.send`` events, sent through the gateway on flush."""
+
+    def __init__(self, deliver: Deliver) -> None:
+        self.deliver = deliver
+        self.pending: list[MessageSendEvent] = []
+
+    def add(self, message: MessageSendEvent) -> None:
+        self.pending.append(message)
 
     def flush(self) -> None:
-        pending, self.outbox = self.outbox, []
+        pending, self.pending = self.pending, []
         if not pending:
             return
         try:
@@ -177,68 +137,4 @@ class _Scope:
         if failures:
             failed = [pending[i] for i in sorted(failures)]
             first = failures[min(failures)]
-            raise SendFailed(f"{len(failed)} of {len(pending)} message(s) not delivered: {first}", failed)  # type: ignore[arg-type]
-
-    def _known(self, message_id: str) -> None:
-        if message_id not in self.ids:
-            raise ValueError(f"unknown message id {message_id!r} in this batch")
-
-
-class _Lifespan:
-    """The app's lifespan protocol, run once per :func:`serve`."""
-
-    def __init__(self, app: Application, state: dict[str, Any]) -> None:
-        self.app = app
-        self.state = state
-        self.inbox: asyncio.Queue[dict[str, Any]] | None = None
-        self.answers: asyncio.Queue[str] | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    async def startup(self) -> None:
-        self.inbox, self.answers = asyncio.Queue(), asyncio.Queue()
-        self.task = asyncio.get_running_loop().create_task(self._run())
-        await self.inbox.put({"type": "lifespan.startup"})
-        answer = await self._answer()
-        if answer == "lifespan.startup.failed":
-            raise RuntimeError("the application's lifespan startup failed")
-
-    async def shutdown(self) -> None:
-        if self.task is None or self.task.done() or self.inbox is None:
-            return
-        await self.inbox.put({"type": "lifespan.shutdown"})
-        await self._answer()
-        if not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.task
-
-    async def _answer(self) -> str | None:
-        assert self.answers is not None
-        assert self.task is not None
-        getter = asyncio.ensure_future(self.answers.get())
-        await asyncio.wait([getter, self.task], return_when=asyncio.FIRST_COMPLETED)
-        if getter.done():
-            return getter.result()
-        getter.cancel()
-        return None  # the app returned or raised: it does not do lifespan
-
-    async def _run(self) -> None:
-        assert self.inbox is not None
-        assert self.answers is not None
-        inbox, answers = self.inbox, self.answers
-        scope = {
-            "type": "lifespan",
-            "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},
-            "state": self.state,
-        }
-
-        async def receive() -> dict[str, Any]:
-            return await inbox.get()
-
-        async def send(message: dict[str, Any]) -> None:
-            await answers.put(message["type"])
-
-        try:
-            await self.app(scope, receive, send)
-        except Exception:
-            _log.debug("the application does not support lifespan", exc_info=True)
+            raise SendFailed(f"{len(failed)} of {len(pending)} message(s) not delivered: {first}", failed)

@@ -2,8 +2,9 @@
 
 The gateway (sending, receiving, request-reply, the consumer patterns) is written once against
 the two protocols here; a backend adapts one messaging system to them and knows nothing about
-RDSS messages. The vocabulary is deliberately the common ground of a partitioned log and a
-broker queue:
+RDSS messages (a messaging system without the deployment's broker function in front of it has
+that part played by :mod:`rdss.gateway.inline_broker`, which its backend calls). The vocabulary
+is deliberately the common ground of a partitioned log and a broker queue:
 
 ==================  =================================  ====================================
 this interface      Kinesis (and the memory bus)       a broker queue (RabbitMQ, Mosaic)
@@ -22,7 +23,7 @@ group               a lease table entry per shard       a durable queue bound to
 
 A backend is opened from a URL (``kinesis://dev``, ``memory://tests``, ``amqp://...``) by the
 factory registered for its scheme (:func:`register`), and supplies a :class:`Transport` and a
-Local Data Repository (:class:`rdss.gateway.repository.Repository`).
+Local Data Repository (:class:`rdss.repository.entries.Repository`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from rdss.rejection import Rejector
 from rdss.retry import SPEC_BACKOFF, Backoff
 
 if TYPE_CHECKING:
-    from rdss.gateway.repository import Repository
     from rdss.gateway.url import GatewayURL
+    from rdss.repository.entries import Repository
 
 #: Where a consumer group with no recorded position starts reading a channel.
 StartPosition = Literal["earliest", "latest"]
@@ -234,6 +235,28 @@ class Backend:
 def state_directory() -> Path:
     """Where a gateway keeps what it owns on this host (``$XDG_STATE_HOME/rdss``)."""
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "rdss"
+
+
+def local_data_repository(
+    url: GatewayURL, settings: Settings, default: Callable[[], Repository], *, dynamodb: Callable[[], Any]
+) -> Repository:
+    """The application's Local Data Repository: the store the URL's ``ldr=`` option names
+    (``dynamodb://TABLE``, ``sqlite:///path``, ``memory://``; see :mod:`rdss.repository.stores`),
+    else the backend's ``default``.
+
+    Raises:
+        URLError: a malformed ``ldr=``.
+    """
+    from rdss.gateway.url import URLError
+    from rdss.repository.stores import open_repository
+
+    option = url.param("ldr")
+    if not option:
+        return default()
+    try:
+        return open_repository(option, settings.application, dynamodb=dynamodb)
+    except ValueError as error:
+        raise URLError(f"{url.raw or url.name}: {error}") from None
 
 
 BackendFactory = Callable[["GatewayURL", Settings], Backend]

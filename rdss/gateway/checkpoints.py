@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from rdss.ldr import RETENTION_SECONDS
+from rdss.repository.entries import RETENTION_SECONDS
 
 #: Checkpoint values that are not sequence numbers.
 TRIM_HORIZON, LATEST, SHARD_END = "TRIM_HORIZON", "LATEST", "SHARD_END"

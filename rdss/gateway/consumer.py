@@ -2,9 +2,10 @@
 
 :class:`Receiver` is the Polling Consumer: ``receive(timeout)`` blocks until a message is
 ready (or the timeout passes), the application processes it, then calls :meth:`Receiver.ack`
-(or :meth:`Receiver.nack` to have it delivered again). :func:`listen` is the Event-Driven
-Consumer on top of it: it calls a handler for each message and acks when the handler returns,
-nacks when it raises. (:mod:`rdss.gateway.amgi` serves an AMGI application the same way.)
+(or :meth:`Receiver.nack` to have it delivered again). :func:`rdss.gateway.listen.listen` is
+the Event-Driven Consumer on top of it: it calls a handler for each message and acks when the
+handler returns, nacks when it raises. (:mod:`rdss.gateway.amgi` serves an AMGI application the
+same way.)
 
 Between the channel and the application, in order:
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -47,12 +47,12 @@ import orjson
 
 from rdss import timestamps
 from rdss.errors import ErrorCode
-from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
-from rdss.gateway.repository import RECEIVED, Entry, Repository
+from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing
 from rdss.gateway.throttle import Throttle
 from rdss.messages import Message
 from rdss.rejection import Rejector
-from rdss.sequences import Reassembler, SequenceError
+from rdss.repository.entries import RECEIVED, Entry, Repository
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler, SequenceError, stale
 from rdss.validation import Verdict, validate, validate_message
 
 _log = logging.getLogger(__name__)
@@ -61,8 +61,6 @@ _log = logging.getLogger(__name__)
 Selector = Callable[[Mapping[str, Any]], bool]
 Publish = Callable[[Sequence[Outgoing]], list[Outcome]]
 
-#: Default time an incomplete sequence is held when its message sets no expiry (as the sweep's).
-SEQUENCE_TIMEOUT = 3600.0
 _RECENT = 10_000
 _UNLIMITED = Rejector()
 
@@ -161,7 +159,7 @@ class Receiver:
         throttle: float | None = None,
         batch_size: int = 100,
         poll_interval: float = 1.0,
-        sequence_timeout: float = SEQUENCE_TIMEOUT,
+        sequence_timeout: float = SEQUENCE_TIMEOUT_SECONDS,
         commit_interval: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -463,14 +461,18 @@ class Receiver:
         now = self.now()
         for incomplete in self._reassembler.incomplete():
             header = incomplete.parts[0]["messageHeader"]
-            if _expired(header, now):
-                code, why = ErrorCode.GENERR003, "the sequence expired before all its parts arrived"
-            elif self.clock() - incomplete.first_seen > self.sequence_timeout:
-                code = ErrorCode.GENERR006
-                why = f"parts {list(incomplete.positions)} of {incomplete.total} after {self.sequence_timeout:g} s"
-            else:
-                continue
-            self._to_error([(d, code, why) for d in self._release(incomplete.sequence)])
+            verdict = stale(
+                incomplete.sequence,
+                len(incomplete.positions),
+                incomplete.total,
+                expires_at=_expires_at(header),
+                waited=self.clock() - incomplete.first_seen,
+                now=now.timestamp(),
+                timeout=self.sequence_timeout,
+            )
+            if verdict is not None:
+                code, why = verdict
+                self._to_error([(d, code, why) for d in self._release(incomplete.sequence)])
 
     def _to_error(self, items: list[tuple[Delivery, ErrorCode, str]]) -> None:
         """Move records, decorated, to the channel of their code (or log them), then settle them."""
@@ -516,83 +518,17 @@ class Receiver:
                 self._recent.popitem(last=False)
 
 
-def _expired(header: Mapping[str, Any], now: datetime) -> bool:
+def _expires_at(header: Mapping[str, Any]) -> float | None:
+    """The message's expirationTimestamp in epoch seconds (None: none, or unreadable)."""
     stamp = (header.get("messageTimings") or {}).get("expirationTimestamp")
     if not stamp:
-        return False
+        return None
     try:
-        return timestamps.parse(stamp) <= now
+        return timestamps.parse(stamp).timestamp()
     except ValueError:
-        return False
+        return None
 
 
-Handler = Callable[[Received], object]
-
-
-def listen(
-    receiver: Receiver,
-    handler: Handler,
-    *,
-    stop: threading.Event | None = None,
-    max_messages: int | None = None,
-    idle_timeout: float | None = None,
-    retry_delay: float = 0.1,
-) -> ReceiveStats:
-    """The Event-Driven Consumer: call ``handler`` with each message as it arrives.
-
-    The handler returning acknowledges the message; raising has it delivered again (after a
-    pause growing from ``retry_delay`` up to 30 s while failures repeat). Runs until ``stop`` is
-    set, ``max_messages`` were acknowledged, or nothing arrived for ``idle_timeout`` seconds.
-    """
-    stop = stop or threading.Event()
-    idle_since = receiver.clock()
-    handled = failures = 0
-    while not stop.is_set() and (max_messages is None or handled < max_messages):
-        received = receive_or_wait(receiver, stop)
-        if received is None:
-            if idle_timeout is not None and receiver.clock() - idle_since >= idle_timeout:
-                break
-            continue
-        idle_since = receiver.clock()
-        try:
-            handler(received)
-        except Exception:
-            failures += 1
-            _log.exception(
-                "%s: the handler failed on %s; it will be delivered again", receiver.channel, received.message_id
-            )
-            receiver.nack(received)
-            stop.wait(min(30.0, retry_delay * 2 ** (failures - 1)))
-            continue
-        failures = 0
-        try:
-            receiver.ack(received)
-        except TransportError:
-            raise
-        except Exception:  # not recorded RECEIVED: have it again rather than lose it
-            _log.exception(
-                "%s: could not record %s as RECEIVED; it will be delivered again", receiver.channel, received.message_id
-            )
-            receiver.nack(received)
-            continue
-        handled += 1
-    receiver.commit()
-    return receiver.stats
-
-
-def receive_or_wait(receiver: Receiver, stop: threading.Event) -> Received | None:
-    """One :meth:`Receiver.receive` for a long-running consumer: a transient failure of the
-    messaging system (the network, throttling) is logged and waited out, growing the pause up to
-    30 s; a :class:`TransportError` (a missing stream, a bad configuration) is raised."""
-    attempt = 0
-    while not stop.is_set():
-        try:
-            return receiver.receive(timeout=receiver.poll_interval)
-        except TransportError:
-            raise
-        except Exception as error:
-            attempt += 1
-            delay = min(30.0, 0.5 * 2 ** (attempt - 1))
-            _log.warning("%s: receiving failed (%s); retrying in %.1f s", receiver.channel, error, delay)
-            stop.wait(delay)
-    return None
+def _expired(header: Mapping[str, Any], now: datetime) -> bool:
+    expires_at = _expires_at(header)
+    return expires_at is not None and expires_at <= now.timestamp()

@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rdss.errors import ErrorCode
+from rdss.errors import ErrorCode, SendFailed
+
+__all__ = ["GatewayError", "MessageRefused", "Refusal", "RequestTimeout", "SendFailed", "Undelivered"]
 
 
 class GatewayError(Exception):
@@ -44,25 +46,6 @@ class Undelivered:
     message_id: str
     error_code: str
     error_message: str
-
-
-class SendFailed(GatewayError):
-    """Some messages were not acknowledged by the channel after every retry.
-
-    ``error_code`` is GENERR005 when retries ran out (throttling, the network), GENERR006 when
-    the messaging system refused outright. The messages concerned stay TO_SEND in the Local Data
-    Repository; ``sent`` holds the receipts of those that did go.
-    """
-
-    def __init__(self, error_code: ErrorCode, undelivered: Sequence[Undelivered], sent: Sequence[object]) -> None:
-        self.error_code = error_code
-        self.undelivered = list(undelivered)
-        self.sent = list(sent)
-        first = self.undelivered[0]
-        super().__init__(
-            f"{error_code}: {len(self.undelivered)} message(s) not sent, e.g. {first.message_id} "
-            f"({first.error_code}: {first.error_message})"
-        )
 
 
 class RequestTimeout(GatewayError, TimeoutError):

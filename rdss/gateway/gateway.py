@@ -19,14 +19,16 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.amgi.types import Application
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
-from rdss.gateway.consumer import SEQUENCE_TIMEOUT, Handler, Received, Receiver, ReceiveStats, Selector, listen
+from rdss.gateway.consumer import Received, Receiver, ReceiveStats, Selector
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
-from rdss.gateway.repository import Repository
+from rdss.gateway.listen import Handler, listen
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
 from rdss.messages import Message, failure_reply
 from rdss.rejection import Rejector
+from rdss.repository.entries import Repository
 from rdss.retry import SPEC_BACKOFF, Backoff
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.topology import RDSS
 
 #: Schemes whose deployments route what is sent to ``input`` by content (the Kinesis broker,
@@ -126,7 +128,7 @@ class Gateway:
         throttle: float | None = None,
         batch_size: int = 100,
         poll_interval: float = 1.0,
-        sequence_timeout: float = SEQUENCE_TIMEOUT,
+        sequence_timeout: float = SEQUENCE_TIMEOUT_SECONDS,
     ) -> Receiver:
         """A Polling Consumer of ``channel`` (see :class:`rdss.gateway.consumer.Receiver`).
 

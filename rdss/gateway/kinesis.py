@@ -1,18 +1,21 @@
 """The Kinesis backend (``kinesis://<env>``): streams of one deployment, DynamoDB state.
 
-Publishing is :class:`rdss.delivery.PutRecordsBatcher` (500 records a call, failed entries
+Publishing is :class:`rdss.putrecords.PutRecordsBatcher` (500 records a call, failed entries
 retried alone with the configured backoff, GENERR005 logged on giving up). Consuming is
 :class:`rdss.gateway.streams.PartitionedConsumer` over :class:`KinesisLog`, with leases and
-checkpoints in the deployment's ``checkpoints`` table and the Local Data Repository in its
-``messages`` table (entries namespaced per application, see :mod:`rdss.gateway.repository`).
+checkpoints in the deployment's ``checkpoints`` table. The Local Data Repository is the
+application's own (``ldr=``, :func:`rdss.gateway.backend.local_data_repository`): by default a
+SQLite file on this host; never the deployment's ``messages`` table, where the broker claims
+bare messageIds (an entry there would make it drop a producer's message as a duplicate).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from botocore.config import Config
@@ -20,25 +23,22 @@ from botocore.exceptions import ClientError
 
 from rdss.aws import CLIENT_CONFIG
 from rdss.aws import client as aws_client
-from rdss.delivery import MAX_RECORD_DATA, PutRecordsBatcher
-from rdss.gateway import putrecords
 from rdss.gateway.backend import (
     Backend,
-    Consumer,
-    Outcome,
-    Outgoing,
     Settings,
-    StartPosition,
     TransportError,
+    local_data_repository,
     state_directory,
 )
-from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, DynamoLeaseStore
-from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
-from rdss.gateway.repository import DynamoRepository
-from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
-from rdss.gateway.url import GatewayURL
-from rdss.ldr import LocalDataRepository
+from rdss.gateway.checkpoints import DynamoLeaseStore
+from rdss.gateway.leases import PartitionInfo
+from rdss.gateway.logs import LogTransport
+from rdss.gateway.streams import LogRecord, ReadResult, StartAt
+from rdss.gateway.url import GatewayURL, URLError
+from rdss.putrecords import MAX_RECORD_DATA
 from rdss.rejection import DirectoryClaimChecks, Rejector
+from rdss.repository.entries import Repository
+from rdss.repository.sqlite import SqliteRepository
 from rdss.topology import Deployment
 
 _log = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def _epoch(value: Any) -> float | None:
     return value.timestamp() if hasattr(value, "timestamp") else float(value)
 
 
-class KinesisTransport:
+class KinesisTransport(LogTransport):
     """The streams of one deployment as a :class:`rdss.gateway.backend.Transport`."""
 
     scheme = "kinesis"
@@ -179,12 +179,10 @@ class KinesisTransport:
         dynamodb: Any,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(settings, kinesis, clock=clock)
         self.deployment = deployment
-        self.settings = settings
         self.kinesis = kinesis
         self.dynamodb = dynamodb
-        self.clock = clock
-        self.batcher = PutRecordsBatcher(kinesis, backoff=settings.backoff)
 
     def address(self, channel: str) -> str:
         override = self.settings.channels.get(channel)
@@ -196,33 +194,15 @@ class KinesisTransport:
             known = ", ".join(c.name for c in self.deployment.topology.channels)
             raise TransportError(f"unknown channel {channel!r}: the topology has {known}") from None
 
-    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
-        return putrecords.publish(self.batcher, self.address, messages)
+    def log(self, address: str, channel: str) -> KinesisLog:
+        return KinesisLog(self.kinesis, address, channel)
 
-    def consumer(
-        self, channel: str, *, group: str | None, start: StartPosition = "earliest", background: bool = True
-    ) -> Consumer:
-        stream = self.address(channel)
-        log = KinesisLog(self.kinesis, stream, channel)
-        coordinator = None
-        if group is not None:
-            store = DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), f"{group}#{stream}")
-            coordinator = LeaseCoordinator(
-                store,
-                worker_id(),
-                log.partitions,
-                lease_duration=self.settings.lease_duration,
-                start=TRIM_HORIZON if start == "earliest" else LATEST,
-                clock=self.clock,
-            )
-        return PartitionedConsumer(log, coordinator=coordinator, start=start, background=background, clock=self.clock)
-
-    def close(self) -> None:
-        """boto3 clients need no closing."""
+    def leases(self, group: str, address: str) -> DynamoLeaseStore:
+        return DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), f"{group}#{address}")
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:
-    """The backend for ``kinesis://<env>?endpoint=&region=&prefix=``."""
+    """The backend for ``kinesis://<env>?endpoint=&region=&prefix=&ldr=``."""
     deployment = Deployment(url.name, prefix=url.param("prefix") or "rdss")
     kwargs: dict[str, Any] = {}
     endpoint, region = url.param("endpoint"), url.param("region")
@@ -233,8 +213,22 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     kwargs["config"] = GATEWAY_CLIENT_CONFIG
     kinesis = settings.clients.get("kinesis") or aws_client("kinesis", **kwargs)
     dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", **kwargs)
-    repository = DynamoRepository(LocalDataRepository(dynamodb, deployment.table("messages")), settings.application)
+    repository = local_data_repository(
+        url, settings, lambda: _default_repository(deployment, settings), dynamodb=lambda: dynamodb
+    )
     # a record too large to travel decorated is kept on this host: a vendor's gateway has no
     # bucket of the deployment's to keep it in
     rejector = Rejector(MAX_RECORD_DATA, DirectoryClaimChecks(state_directory()))
     return Backend(KinesisTransport(deployment, settings, kinesis=kinesis, dynamodb=dynamodb), repository, rejector)
+
+
+def _default_repository(deployment: Deployment, settings: Settings) -> Repository:
+    """A SQLite file on this host; in AWS (Lambda, ECS...) local disk does not outlast the task,
+    so there the application must name a table of its own."""
+    if os.environ.get("AWS_EXECUTION_ENV"):
+        raise URLError(
+            "a gateway running in AWS keeps its Local Data Repository in a DynamoDB table of its own: "
+            "add ldr=dynamodb://TABLE to the kinesis:// URL"
+        )
+    name = f"kinesis-{deployment.prefix}-{deployment.environment}.sqlite"
+    return SqliteRepository(state_directory() / name, settings.application)

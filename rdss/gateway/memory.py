@@ -8,9 +8,13 @@ a partition key), so per-key order holds and several partitions exercise orderin
 competing consumers. :meth:`MemoryBus.reshard` closes every partition of a channel and opens new
 ones whose parents are the old ones, as a Kinesis split or merge does.
 
-Publishing goes through the same :class:`rdss.delivery.PutRecordsBatcher` as Kinesis (the bus
+Publishing goes through the same :class:`rdss.putrecords.PutRecordsBatcher` as Kinesis (the bus
 answers its ``put_records``), so batching, per-record retries, the backoff and the GENERR005
-give-up behave the same; :attr:`MemoryBus.fault` can throttle entries to exercise them.
+give-up behave the same; :attr:`MemoryBus.fault` can throttle entries to exercise them. There is
+no broker function on the bus, so the backend plays its part (:mod:`rdss.gateway.inline_broker`):
+a record put on ``input`` stays there as sent (a consumer of ``input`` sees every one) and the bus
+copies it, as it lands, to the channel its content routes to (or, invalid, decorated to
+``invalid`` or ``error``).
 Leases, checkpoints and the Local Data Repository are in memory, on the bus.
 """
 
@@ -19,21 +23,29 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdss.delivery import PutRecordsBatcher
-from rdss.gateway import putrecords
-from rdss.gateway.backend import Backend, Consumer, Outcome, Outgoing, Settings, StartPosition
-from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, MemoryLeaseStore
-from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
-from rdss.gateway.repository import MemoryRepository
-from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
+from rdss.aws import client as aws_client
+from rdss.gateway.backend import (
+    Backend,
+    Outgoing,
+    Settings,
+    local_data_repository,
+)
+from rdss.gateway.checkpoints import MemoryLeaseStore
+from rdss.gateway.inline_broker import INPUT, InlineBroker
+from rdss.gateway.leases import PartitionInfo
+from rdss.gateway.logs import LogTransport
+from rdss.gateway.streams import LogRecord, ReadResult, StartAt
 from rdss.gateway.url import GatewayURL
+from rdss.repository.memory import MemoryRepository
 
 #: fault(channel, payload) -> an error code to report for that entry (e.g. throttling), or None.
 Fault = Callable[[str, bytes], str | None]
+#: broker(channel, key, payload) -> the (channel, payload) a record put there is copied to, or None.
+BrokerFunction = Callable[[str, str, bytes], tuple[str, bytes] | None]
 
 
 @dataclass
@@ -107,6 +119,8 @@ class MemoryBus:
         self.name = name
         self.partitions = partitions
         self.fault: Fault | None = None
+        #: Plays the broker's part for records put on ``input`` (set by the transport).
+        self.broker: BrokerFunction | None = None
         self._channels: dict[str, MemoryChannel] = {}
         self._leases: dict[str, MemoryLeaseStore] = {}
         self._repositories: dict[str, MemoryRepository] = {}
@@ -146,6 +160,9 @@ class MemoryBus:
                 continue
             partition, position = channel.append(entry["PartitionKey"], entry["Data"])
             results.append({"ShardId": partition, "SequenceNumber": position})
+            copy = self.broker(StreamName, entry["PartitionKey"], entry["Data"]) if self.broker else None
+            if copy is not None:
+                self.channel(copy[0]).append(entry["PartitionKey"], copy[1])
         failed = sum(1 for r in results if "ErrorCode" in r)
         return {"FailedRecordCount": failed, "Records": results}
 
@@ -202,46 +219,39 @@ class MemoryLog:
         self._next.pop(partition, None)
 
 
-class MemoryTransport:
+class MemoryTransport(LogTransport):
     """The memory bus as a :class:`rdss.gateway.backend.Transport`."""
 
     scheme = "memory"
 
     def __init__(self, memory: MemoryBus, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(settings, memory, clock=clock)
         self.bus = memory
-        self.settings = settings
-        self.clock = clock
-        self.batcher = PutRecordsBatcher(memory, backoff=settings.backoff)
+        self.inline = InlineBroker()
+        memory.broker = self._broker
+
+    def _broker(self, stream: str, key: str, payload: bytes) -> tuple[str, bytes] | None:
+        """Where a record put on ``stream`` is copied to: the broker function for ``input``."""
+        if stream != self.address(INPUT):
+            return None
+        routed = self.inline.route(Outgoing(INPUT, payload, key))
+        return None if routed.channel == INPUT else (self.address(routed.channel), routed.payload)
 
     def address(self, channel: str) -> str:
         return self.settings.channels.get(channel, channel)
 
-    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
-        return putrecords.publish(self.batcher, self.address, messages)
+    def log(self, address: str, channel: str) -> MemoryLog:
+        return MemoryLog(self.bus.channel(address), channel)
 
-    def consumer(
-        self, channel: str, *, group: str | None, start: StartPosition = "earliest", background: bool = True
-    ) -> Consumer:
-        address = self.address(channel)
-        log = MemoryLog(self.bus.channel(address), channel)
-        coordinator = None
-        if group is not None:
-            coordinator = LeaseCoordinator(
-                self.bus.leases(f"{group}#{address}"),
-                worker_id(),
-                log.partitions,
-                lease_duration=self.settings.lease_duration,
-                start=TRIM_HORIZON if start == "earliest" else LATEST,
-                clock=self.clock,
-            )
-        return PartitionedConsumer(log, coordinator=coordinator, start=start, background=background, clock=self.clock)
-
-    def close(self) -> None:
-        """Nothing to release: the bus outlives gateways."""
+    def leases(self, group: str, address: str) -> MemoryLeaseStore:
+        return self.bus.leases(f"{group}#{address}")
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     """The backend for ``memory://<bus>``."""
     partitions = url.param("partitions")
     memory = bus(url.name, int(partitions) if partitions else None)
-    return Backend(MemoryTransport(memory, settings), memory.repository(settings.application))
+    repository = local_data_repository(
+        url, settings, lambda: memory.repository(settings.application), dynamodb=lambda: aws_client("dynamodb")
+    )
+    return Backend(MemoryTransport(memory, settings), repository)

@@ -27,9 +27,9 @@ import orjson
 
 from rdss.gateway.backend import Consumer, Delivery, Transport
 from rdss.gateway.exceptions import RequestFailed, RequestTimeout
-from rdss.gateway.repository import RECEIVED, Entry, Repository
 from rdss.gateway.send import Receipt, Sendable
 from rdss.messages import Message
+from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import Reassembler, SequenceError
 from rdss.validation import validate, validate_message
 

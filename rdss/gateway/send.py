@@ -29,7 +29,7 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Outgoing, Transport
 from rdss.gateway.exceptions import MessageRefused, Refusal, SendFailed, Undelivered
-from rdss.gateway.repository import SENT, TO_SEND, Entry, Repository
+from rdss.repository.entries import SENT, TO_SEND, Entry, Repository
 from rdss.sequences import split
 from rdss.validation import validate
 
@@ -98,7 +98,14 @@ class Sender:
             exhausted |= self._window(window, channel, receipts, undelivered)
         if undelivered:
             code = ErrorCode.GENERR005 if exhausted else ErrorCode.GENERR006
-            raise SendFailed(code, undelivered, receipts)
+            first = undelivered[0]
+            raise SendFailed(
+                f"{code}: {len(undelivered)} message(s) not sent, e.g. {first.message_id} "
+                f"({first.error_code}: {first.error_message})",
+                undelivered,
+                error_code=code,
+                sent=receipts,
+            )
         return receipts
 
     def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:

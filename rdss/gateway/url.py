@@ -3,9 +3,14 @@
 * ``kinesis://<env>`` - the deployment ``<env>`` (streams ``<prefix>-<env>-<channel>``, tables
   ``<prefix>-<env>-messages`` and ``-checkpoints``). Query parameters: ``endpoint=`` an http(s)
   URL (the embedded emulator, LocalStack; default: boto3's own resolution, including
-  ``AWS_ENDPOINT_URL``), ``region=``, ``prefix=`` (default ``rdss``).
+  ``AWS_ENDPOINT_URL``), ``region=``, ``prefix=`` (default ``rdss``), ``ldr=`` the application's
+  Local Data Repository: ``dynamodb://TABLE`` (a table of the application's own; required in
+  AWS) or ``sqlite:///path`` (default: ``$XDG_STATE_HOME/rdss/kinesis-<prefix>-<env>.sqlite``).
 * ``memory://<bus>`` - the spec's Mock: an in-process bus shared by every gateway opened with
-  the same name in the process. ``partitions=N`` (default 1) gives each channel N partitions.
+  the same name in the process. ``partitions=N`` (default 1) gives each channel N partitions;
+  ``ldr=`` as for kinesis (default: the bus's own, in memory).
+* Every backend takes ``ldr=`` (see :mod:`rdss.repository.stores`); never the deployment's
+  ``messages`` table, which only the broker and the sequencer write.
 * Other schemes (``amqp://``) are passed whole to the backend registered for them.
 """
 
@@ -21,8 +26,8 @@ DEFAULT_URL = "kinesis://dev"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _KNOWN: dict[str, frozenset[str]] = {
-    "kinesis": frozenset({"endpoint", "region", "prefix"}),
-    "memory": frozenset({"partitions"}),
+    "kinesis": frozenset({"endpoint", "region", "prefix", "ldr"}),
+    "memory": frozenset({"partitions", "ldr"}),
 }
 
 

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -103,40 +103,31 @@ class MappingStats:
     failed_batches: list[FailedBatch] = field(default_factory=list)
 
 
+@dataclass(eq=False)
 class EventSourceMapping:
     """Polls one stream and invokes one handler, shard by shard, with Lambda's semantics."""
 
-    def __init__(
-        self,
-        kinesis: Any,
-        stream: str,
-        handler: Handler,
-        *,
-        region: str,
-        batch_size: int = 100,
-        batching_window: float = 0.0,
-        max_retries: int = 3,
-        bisect_on_error: bool = True,
-        max_record_age: float | None = None,
-        on_failure: Callable[[FailedBatch], None] | None = None,
-        function_arn: str | None = None,
-        checkpoints: MutableMapping[str, str] | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.kinesis = kinesis
-        self.stream = stream
-        self.handler = handler
-        self.region = region
-        self.batch_size = batch_size
-        self.batching_window = batching_window
-        self.max_retries = max_retries
-        self.bisect_on_error = bisect_on_error
-        self.max_record_age = max_record_age
-        self.on_failure = on_failure
-        self.function_arn = function_arn or f"arn:aws:lambda:{region}:000000000000:function:{stream}-consumer"
-        self.checkpoints: MutableMapping[str, str] = {} if checkpoints is None else checkpoints
-        self.clock = clock
-        self.stats = MappingStats()
+    kinesis: Any
+    stream: str
+    handler: Handler
+    _: KW_ONLY
+    region: str
+    batch_size: int = 100
+    batching_window: float = 0.0
+    max_retries: int = 3
+    bisect_on_error: bool = True
+    max_record_age: float | None = None
+    on_failure: Callable[[FailedBatch], None] | None = None
+    #: Default (empty): a function named after the stream, in the region.
+    function_arn: str = ""
+    #: shard -> the last sequence number processed (kept by the caller across restarts).
+    checkpoints: MutableMapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+    stats: MappingStats = field(default_factory=MappingStats, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.function_arn:
+            self.function_arn = f"arn:aws:lambda:{self.region}:000000000000:function:{self.stream}-consumer"
         self._arn: str | None = None
 
     @property

@@ -11,44 +11,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, MutableMapping
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from rdss import archive
 
 
+@dataclass(eq=False)
 class FirehoseBridge:
-    def __init__(
-        self,
-        kinesis: Any,
-        s3: Any,
-        *,
-        stream: str,
-        bucket: str,
-        prefix: str,
-        delivery_stream: str,
-        buffer_bytes: int = 5 * 1024 * 1024,
-        buffer_seconds: float = 60.0,
-        checkpoints: MutableMapping[str, str] | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.kinesis = kinesis
-        self.s3 = s3
-        self.stream = stream
-        self.bucket = bucket
-        self.prefix = prefix
-        self.delivery_stream = delivery_stream
-        self.buffer_bytes = buffer_bytes
-        self.buffer_seconds = buffer_seconds
-        self.checkpoints: MutableMapping[str, str] = {} if checkpoints is None else checkpoints
-        self.clock = clock
+    """One delivery stream: a Kinesis stream's records into gzip objects under ``prefix``."""
+
+    kinesis: Any
+    s3: Any
+    _: KW_ONLY
+    stream: str
+    bucket: str
+    prefix: str
+    delivery_stream: str
+    buffer_bytes: int = 5 * 1024 * 1024
+    buffer_seconds: float = 60.0
+    #: shard -> the last sequence number delivered (kept by the runtime across restarts).
+    checkpoints: MutableMapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+    objects_written: int = field(default=0, init=False)
+    records_written: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
         self._buffer: list[bytes] = []
         self._buffered_bytes = 0
         self._oldest: datetime | None = None
         self._opened_at = 0.0
         self._pending_checkpoints: dict[str, str] = {}
-        self.objects_written = 0
-        self.records_written = 0
 
     def poll(self) -> int:
         """Read what arrived on every shard into the buffer; deliver it if due. Returns records read."""

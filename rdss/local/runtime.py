@@ -29,10 +29,10 @@ import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
-from rdss.delivery import PutRecordsBatcher, Record
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import FirehoseBridge
+from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import RDSS, Deployment, Resolved, from_environment
 

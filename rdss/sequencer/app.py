@@ -15,26 +15,20 @@ complete are moved to the error channel by :class:`rdss.sequencer.sweep.Sweep`.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import orjson
 
 from rdss import timestamps
-from rdss.amgi.lifespan import acknowledge_lifespan
-from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
-from rdss.broker.routing import Router
-from rdss.delivery import MAX_RECORD_DATA
+from rdss.amgi.batch import deliver, kinesis_send, receive_batch
+from rdss.amgi.types import Receive, Send
 from rdss.errors import ErrorCode
-from rdss.ldr import LocalDataRepository
 from rdss.observability import Tally, emit_counts, logger, tracer
-from rdss.rejection import Rejector, S3ClaimChecks
+from rdss.processor import Processor
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
 from rdss.sequences import SequenceError, join
-from rdss.topology import RDSS, Resolved, Topology, from_environment
+from rdss.topology import Resolved
 from rdss.validation import validate_message
 
 
@@ -51,49 +45,20 @@ class _Part:
     completes: frozenset[int] | None = None
 
 
-class Sequencer:
+class Sequencer(Processor):
+    """Holds sequence parts until complete; releases them whole or rejects them together."""
+
     processor = "sequencer"
 
-    def __init__(
-        self,
-        *,
-        names: Resolved,
-        dynamodb: Any,
-        s3: Any,
-        topology: Topology = RDSS,
-        clock: Callable[[], float] = time.time,
-        now: Callable[[], datetime] = timestamps.now,
-    ) -> None:
-        self.names = names
+    def __init__(self, *, names: Resolved, dynamodb: Any, s3: Any, **options: Any) -> None:
+        super().__init__(names=names, dynamodb=dynamodb, s3=s3, **options)
         self.store = SequenceStore(
-            dynamodb=dynamodb, s3=s3, table=names.table("sequences"), bucket=names.bucket("staging"), clock=clock
+            dynamodb=dynamodb, s3=s3, table=names.table("sequences"), bucket=names.bucket("staging"), clock=self.clock
         )
-        self.requests = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
-        self.router = Router(names, topology)
-        # parts too large to travel decorated are kept in the errors bucket, as the broker does
-        self.rejector = Rejector(MAX_RECORD_DATA, S3ClaimChecks(s3, names.bucket("errors")), now=now)
-        self.now = now
-
-    @classmethod
-    def from_environment(cls) -> Sequencer:
-        from rdss.aws import client
-
-        return cls(names=from_environment(), dynamodb=client("dynamodb"), s3=client("s3"))
-
-    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await acknowledge_lifespan(receive, send)
-        elif scope["type"] == "message":
-            await self.handle_batch(scope, receive, send)
 
     @tracer.capture_method
     async def handle_batch(self, scope: Any, receive: Receive, send: Send) -> None:
-        parts: list[_Part] = []
-        more = True
-        while more:
-            event = await receive()
-            parts.append(_Part(event["id"], event.get("payload") or b""))
-            more = bool(event.get("more_messages", False))
+        parts = [_Part(event["id"], event.get("payload") or b"") for event in await receive_batch(receive)]
         tally = Tally()
         for part in parts:
             try:
@@ -101,17 +66,8 @@ class Sequencer:
             except Exception as error:  # S3 or DynamoDB trouble: this part is retried
                 logger.exception("could not stage a part", extra={"sequence": part.sequence})
                 part.failure = f"{type(error).__name__}: {error}"
-        owner: dict[int, _Part] = {}
-        for part in parts:
-            for output in part.outputs:
-                owner[id(output)] = part
-                await send(output)
-        if SEND_FLUSH_EXTENSION in scope.get("extensions", {}):
-            try:
-                await send({"type": SEND_FLUSH_EXTENSION})
-            except SendFailed as failure:
-                for event in failure.failed:
-                    owner[id(event)].failure = f"output not delivered ({failure})"
+        for part, failure in await deliver(scope, send, parts, lambda part: part.outputs):
+            part.failure = f"output not delivered ({failure})"
         for part in parts:
             if part.failure is None and part.completes is not None:
                 self.store.finish(part.sequence, COMPLETE, part.completes)
@@ -147,7 +103,7 @@ class Sequencer:
                 ErrorCode.GENERR003 if status == "EXPIRED" else ErrorCode.GENERR006,
                 f"part arrived after sequence {part.sequence} was moved to the error channel ({status})",
             )
-            part.outputs.append(self._send(rejection.channel, rejection.record, part.sequence))
+            part.outputs.append(self.send_to(rejection.channel, rejection.record, part.sequence))
             tally.add("outcome", "late-part")
             return
         self.store.stage(part.sequence, part.position, part.payload)
@@ -178,19 +134,11 @@ class Sequencer:
         header = whole["messageHeader"]
         address = None
         if self.router.needs_return_address(header["messageType"], header["messageClass"]):
-            request = self.requests.get([header.get("correlationId", "")]).get(header.get("correlationId", ""))
+            request = self.ldr.get([header.get("correlationId", "")]).get(header.get("correlationId", ""))
             address = (request or {}).get("returnAddress")
         destination = self.router.destination(header["messageType"], header["messageClass"], address)
         for position in sorted(staged):
-            last.outputs.append(
-                {
-                    "type": "message.send",
-                    "address": destination.stream,
-                    "headers": [],
-                    "payload": staged[position],
-                    "bindings": {"kinesis": {"partition_key": last.sequence}},
-                }
-            )
+            last.outputs.append(kinesis_send(destination.stream, staged[position], last.sequence))
         last.completes = positions
         tally.add("outcome", "sequence-complete")
         tally.add("channel", destination.channel)
@@ -199,13 +147,4 @@ class Sequencer:
         """Every part of the sequence, rejected with the whole message's code."""
         for position in sorted(staged):
             rejection = self.rejector.reject(staged[position], code, description)
-            last.outputs.append(self._send(rejection.channel, rejection.record, last.sequence))
-
-    def _send(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
-        return {
-            "type": "message.send",
-            "address": self.names.stream(channel),
-            "headers": [],
-            "payload": payload,
-            "bindings": {"kinesis": {"partition_key": partition_key}},
-        }
+            last.outputs.append(self.send_to(rejection.channel, rejection.record, last.sequence))

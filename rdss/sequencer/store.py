@@ -34,15 +34,15 @@ class Progress:
         return len(self.positions) >= self.total
 
 
+@dataclass(kw_only=True)
 class SequenceStore:
-    def __init__(
-        self, *, dynamodb: Any, s3: Any, table: str, bucket: str, clock: Callable[[], float] = time.time
-    ) -> None:
-        self.dynamodb = dynamodb
-        self.s3 = s3
-        self.table = table
-        self.bucket = bucket
-        self.clock = clock
+    """Sequences' progress in the ``sequences`` table, their parts staged in S3."""
+
+    dynamodb: Any
+    s3: Any
+    table: str
+    bucket: str
+    clock: Callable[[], float] = time.time
 
     @staticmethod
     def part_key(sequence: str, position: int) -> str:

@@ -14,15 +14,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rdss.delivery import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.errors import ErrorCode
 from rdss.observability import Tally, emit_counts, logger
+from rdss.putrecords import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.rejection import Rejector, S3ClaimChecks
-from rdss.sequencer.store import EXPIRED, TIMED_OUT, Progress, SequenceStore
+from rdss.sequencer.store import EXPIRED, TIMED_OUT, SequenceStore
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, stale
 from rdss.topology import Resolved, from_environment
-
-#: Default time a sequence may wait for its parts when its message sets no expiry.
-DEFAULT_TIMEOUT_SECONDS = 3600
 
 
 class Sweep:
@@ -35,7 +33,7 @@ class Sweep:
         dynamodb: Any,
         s3: Any,
         kinesis: Any,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        timeout_seconds: float = SEQUENCE_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.names = names
@@ -51,7 +49,7 @@ class Sweep:
     def from_environment(cls) -> Sweep:
         from rdss.aws import client
 
-        timeout = float(os.environ.get("RDSS_SEQUENCE_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+        timeout = float(os.environ.get("RDSS_SEQUENCE_TIMEOUT_SECONDS", SEQUENCE_TIMEOUT_SECONDS))
         return cls(
             names=from_environment(),
             dynamodb=client("dynamodb"),
@@ -66,10 +64,19 @@ class Sweep:
         tally = Tally()
         moved: list[str] = []
         for progress in self.store.pending():
-            verdict = self._stale(progress, now)
+            verdict = stale(
+                progress.sequence,
+                len(progress.positions),
+                progress.total,
+                expires_at=progress.message_expires_at,
+                waited=now - progress.first_seen,
+                now=now,
+                timeout=self.timeout,
+            )
             if verdict is None:
                 continue
-            code, status, description = verdict
+            code, description = verdict
+            status = EXPIRED if code is ErrorCode.GENERR003 else TIMED_OUT
             staged = self.store.load(progress.sequence, progress.positions)
             try:
                 rejections = [self.rejector.reject(payload, code, description) for payload in staged.values()]
@@ -92,19 +99,3 @@ class Sweep:
         emit_counts(self.processor, tally)
         logger.info("sweep done", extra={"moved": moved})
         return {"moved": moved, "count": len(moved)}
-
-    def _stale(self, progress: Progress, now: float) -> tuple[ErrorCode, str, str] | None:
-        waiting = f"{len(progress.positions)} of {progress.total} parts arrived"
-        if progress.message_expires_at is not None and progress.message_expires_at <= now:
-            return (
-                ErrorCode.GENERR003,
-                EXPIRED,
-                f"sequence {progress.sequence} expired before it was complete ({waiting})",
-            )
-        if now - progress.first_seen >= self.timeout:
-            return (
-                ErrorCode.GENERR006,
-                TIMED_OUT,
-                f"sequence {progress.sequence} incomplete after {self.timeout:.0f} s ({waiting})",
-            )
-        return None

@@ -16,16 +16,15 @@ import orjson
 import pika
 import pytest
 
-from rdss import mosaic
 from rdss.gateway import Gateway, Received, Receiver, SendFailed
-from rdss.gateway.amqp import AmqpTransport, Tier, parse_tiers, routing_key
+from rdss.gateway.amqp import AmqpTransport, Tier, mosaic, parse_tiers, routing_key
+from rdss.gateway.amqp.redeliveries import SqliteRedeliveries
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.url import URLError, parse
 from rdss.messages import new_message, serialise
-from rdss.redeliveries import SqliteRedeliveries
-from rdss.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support.rabbitmq import RabbitMQ
+from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ import pytest
 from rdss.bridge import Bridge, open_bridge
 from rdss.gateway import Gateway
 from rdss.messages import serialise
-from rdss.workload import Workload
 from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
 from tests.support.rabbitmq import TcpProxy
+from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import pytest
 
 from rdss.gateway import Gateway
 from rdss.messages import Message
-from rdss.workload import Workload
+from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rdss.redeliveries import SqliteRedeliveries
+from rdss.gateway.amqp.redeliveries import SqliteRedeliveries
 
 
 def test_counts_survive_the_process_and_are_shared(tmp_path):
     path = tmp_path / "counts.sqlite"
     script = (
-        "import sys; from rdss.redeliveries import SqliteRedeliveries as S; "
+        "import sys; from rdss.gateway.amqp.redeliveries import SqliteRedeliveries as S; "
         "c = S(sys.argv[1]); print(c.increment(['q/m'])['q/m']); import os; os._exit(0)"  # no clean close
     )
     outputs = [

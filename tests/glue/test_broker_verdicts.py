@@ -21,11 +21,11 @@ from pyspark.sql import SparkSession
 
 from glue_jobs import audit_compaction, runtime, schema
 from rdss import archive, decoration
-from rdss.bench.glue import compact_in_process, write_archive
 from rdss.errors import ErrorCode
 from rdss.validation import validate
-from rdss.workload import Workload
 from tests.glue.test_audit_compaction import plain, put, read_rows
+from tools.bench.glue import compact_in_process, write_archive
+from tools.workload import Workload
 
 MOMENT = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 

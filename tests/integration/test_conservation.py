@@ -14,12 +14,12 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss.local.accounting import Input, account
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.sequences import split
-from rdss.workload import Workload
 from tests.support.faults import Proxy, client_error, partial_put_records
+from tools.accounting import Input, account
+from tools.workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

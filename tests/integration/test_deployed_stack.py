@@ -23,7 +23,7 @@ import pytest
 
 from rdss.local.emulator import Endpoint, empty_bucket
 from rdss.topology import RDSS, Deployment, from_environment
-from rdss.workload import Workload
+from tools.workload import Workload
 from tests.support import cloudformation
 from tests.support.system import System
 

@@ -16,7 +16,7 @@ import pytest
 from rdss.local.events import esm_event
 from rdss.sequences import split
 from rdss.topology import RDSS
-from rdss.workload import Workload
+from tools.workload import Workload
 from stacks import lambda_python
 from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, built
 from tests.support.system import System
@@ -78,7 +78,7 @@ def test_the_x86_64_twin_holds_the_same_files_as_the_arm64_asset(name: str) -> N
     assert not any("aarch64" in p.name for p in intel.rglob("*.so"))
     # only what the handler imports: none of the gateway, the local runtime or the benchmarks
     shipped = {p.relative_to(intel).as_posix() for p in (intel / "rdss").rglob("*.py")}
-    assert not [p for p in shipped if p.startswith(("rdss/gateway/", "rdss/local/", "rdss/bench/", "rdss/adaptors/"))]
+    assert not [p for p in shipped if p.startswith(("rdss/gateway/", "rdss/local/", "tools/", "rdss/adaptors/"))]
 
 
 def test_the_broker_asset_routes_an_esm_batch(system: System) -> None:

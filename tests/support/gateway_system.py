@@ -6,25 +6,38 @@ import os
 from typing import Any
 
 from rdss.gateway import Gateway
+from rdss.repository.dynamodb import create_table
 from rdss.retry import Backoff
 from tests.support.system import System
 
 FAST = Backoff(max_retries=3, base=0.001)
 
 
-def gateway_url(system: System) -> str:
-    """``kinesis://<env>?endpoint=...&region=...`` for the system's deployment."""
+def gateway_url(system: System, ldr: str | None = None) -> str:
+    """``kinesis://<env>?endpoint=...&region=...`` for the system's deployment (``&ldr=...``
+    when given)."""
     url = f"kinesis://{system.deployment.environment}?region={system.endpoint.region}"
-    return url + (f"&endpoint={system.endpoint.url}" if system.endpoint.url else "")
+    url += f"&endpoint={system.endpoint.url}" if system.endpoint.url else ""
+    return url + (f"&ldr={ldr}" if ldr else "")
 
 
-def open_gateway(system: System, application: str, **kwargs: Any) -> Gateway:
-    """A gateway with the endpoint's credentials (the emulator's are not in the environment)."""
+def vendor_table(system: System) -> str:
+    """A DynamoDB table of the vendor's own, beside the deployment (created on first use), for
+    its gateways' Local Data Repository: key ``messageId``, as ``rdss.repository.stores`` asks."""
+    name = f"vendor-{system.deployment.environment}-ldr"
+    create_table(system.client("dynamodb"), name)
+    return name
+
+
+def open_gateway(system: System, application: str, *, ldr: str | None = None, **kwargs: Any) -> Gateway:
+    """A gateway with the endpoint's credentials (the emulator's are not in the environment);
+    its Local Data Repository is ``ldr`` (default: the system's vendor table)."""
     kwargs.setdefault("backoff", FAST)
     kwargs.setdefault("lease_duration", 1.0)
     kwargs.setdefault("reply_poll_interval", 0.05)
     clients = {"kinesis": system.client("kinesis"), "dynamodb": system.client("dynamodb"), **kwargs.pop("clients", {})}
-    return Gateway(gateway_url(system), application=application, clients=clients, **kwargs)
+    url = gateway_url(system, ldr or f"dynamodb://{vendor_table(system)}")
+    return Gateway(url, application=application, clients=clients, **kwargs)
 
 
 def process_environment(system: System) -> dict[str, str]:

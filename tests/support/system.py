@@ -8,9 +8,9 @@ from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
-from rdss.delivery import PutRecordsBatcher, Record
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping
+from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.retry import Backoff
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import Deployment, Resolved, from_environment

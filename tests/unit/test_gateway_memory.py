@@ -18,11 +18,11 @@ from rdss import timestamps
 from rdss.gateway import Gateway, MessageRefused, Received, RequestFailed, RequestTimeout, SendFailed, select
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.consumer import Receiver
-from rdss.gateway.repository import RECEIVED, SENT, TO_SEND
 from rdss.messages import new_message, reply
+from rdss.repository.entries import RECEIVED, SENT, TO_SEND
 from rdss.retry import Backoff
 from rdss.validation import validate
-from rdss.workload import Workload
+from tools.workload import Workload
 
 FAST = Backoff(max_retries=3, base=0.001)
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdss import mosaic
+from rdss.gateway.amqp import mosaic
 from rdss.messages import serialise
 from rdss.validation import validate
-from rdss.workload import Workload
+from tools.workload import Workload
 
 _TEXT = st.text(max_size=12)
 _JSON = st.recursive(

@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 import orjson
 
 from rdss.messages import Message
-from rdss.workload import Workload
+from tools.workload import Workload
 
 
 @dataclass
@@ -136,7 +136,10 @@ def run_bridge(count: int, *, url: str | None = None, seed: int = 9) -> Figures:
             )
             deployment = Deployment(f"bench{int(time.time())}")
             provision(endpoint, deployment, shards=2)
-            kinesis = f"kinesis://{deployment.environment}?region={endpoint.region}"
+            # the Kinesis side's Local Data Repository: a file of the run's own
+            kinesis = (
+                f"kinesis://{deployment.environment}?region={endpoint.region}&ldr=sqlite://{scratch}/kinesis.sqlite"
+            )
             if endpoint.url:
                 kinesis += f"&endpoint={endpoint.url}"
             amqp = _scoped(base, Path(scratch) / "bridge.sqlite")

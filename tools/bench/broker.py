@@ -19,7 +19,7 @@ import orjson
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
 from rdss.topology import Deployment, from_environment
-from rdss.workload import Workload
+from tools.workload import Workload
 
 _DATA_PLANE = {
     "PutRecords",

@@ -1,4 +1,5 @@
-"""The spec's Local Data Repository on DynamoDB: de-duplication with few calls.
+"""The Local Data Repository on DynamoDB: the broker's claims with few calls, and an
+application's entries (:class:`DynamoRepository`) in a table of its own.
 
 Kinesis delivers at least once, so every message received is recorded by messageId and a
 message whose id is already recorded is a duplicate. Recording is a *claim*: a conditional put
@@ -19,24 +20,27 @@ record carrying an already-claimed messageId is a duplicate.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-#: The spec's statuses of a Local Data Repository entry.
-RECEIVED, TO_SEND, SENT = "RECEIVED", "TO_SEND", "SENT"
-
-#: Claims outlive the channels' 168-hour retention, so any redelivery still finds them.
-RETENTION_SECONDS = 8 * 24 * 3600
+from rdss.repository.entries import (
+    KEY_ATTRIBUTE,
+    RETENTION_SECONDS,
+    Entry,
+    application_prefix,
+    new_ledger_key,
+)
+from rdss.retry import Backoff
 
 _MAX_TRANSACTION = 100
 _MAX_BATCH_GET = 100
 _CLAIM_ATTEMPTS = 4
-_LEDGER_PREFIX = "ledger#"
+#: Throttled or conflicting writes: 50 ms doubling, jittered (several shards' batches collide).
+_BACKOFF = Backoff(max_retries=_CLAIM_ATTEMPTS + 2, base=0.025, jitter=True)
 _THROTTLING = frozenset(
     {
         "ThrottlingError",
@@ -79,22 +83,18 @@ class CallCounter:
     calls: int = 0
 
 
+@dataclass
 class LocalDataRepository:
-    """The ``messages`` table: claims, look-ups and batch ledgers."""
+    """A repository table (the deployment's ``messages``): claims, look-ups and batch ledgers."""
 
-    def __init__(
-        self,
-        client: Any,
-        table: str,
-        *,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.client = client
-        self.table = table
-        self.clock = clock
-        self.sleep = sleep
-        self.counter = CallCounter()
+    client: Any
+    table: str
+    _: KW_ONLY
+    #: The table's key attribute (the topology's, unless a table of one's own says otherwise).
+    key: str = KEY_ATTRIBUTE
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    counter: CallCounter = field(default_factory=CallCounter)
 
     # -- claims --------------------------------------------------------------------------------
     def claim(self, claims: Sequence[Claim], ledger: str) -> None:
@@ -124,11 +124,11 @@ class LocalDataRepository:
                         "TableName": self.table,
                         "Item": {
                             **_item(c.attributes),
-                            "messageId": {"S": c.key},
+                            self.key: {"S": c.key},
                             "claimedBy": {"S": c.record},
                             **shared,
                         },
-                        "ConditionExpression": "attribute_not_exists(messageId)",
+                        "ConditionExpression": f"attribute_not_exists({self.key})",
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 }
@@ -142,7 +142,7 @@ class LocalDataRepository:
                 code = error.response.get("Error", {}).get("Code", "")
                 if code != "TransactionCanceledException" or not reasons:
                     if code in _THROTTLING or code.startswith("Throttl"):
-                        self.sleep(0.05 * 2**attempt)
+                        self.sleep(_BACKOFF.delay(attempt + 1))
                         continue
                     raise
                 retry: list[Claim] = []
@@ -162,10 +162,10 @@ class LocalDataRepository:
                         retry.append(claim)
                 pending = retry
                 if throttled:
-                    self.sleep(0.05 * 2**attempt)
+                    self.sleep(_BACKOFF.delay(attempt + 1))
                 continue
             except BotoCoreError:
-                self.sleep(0.05 * 2**attempt)
+                self.sleep(_BACKOFF.delay(attempt + 1))
                 continue
             for claim in pending:
                 claim.outcome = ClaimOutcome.CLAIMED
@@ -191,7 +191,7 @@ class LocalDataRepository:
                     self.counter.calls += 1
                     self.client.update_item(
                         TableName=self.table,
-                        Key={"messageId": {"S": claim.key}},
+                        Key={self.key: {"S": claim.key}},
                         UpdateExpression="SET #l = :l",
                         ExpressionAttributeNames={"#l": "ledger"},
                         ExpressionAttributeValues={":l": {"S": ledger}},
@@ -202,7 +202,7 @@ class LocalDataRepository:
     # -- ledgers -------------------------------------------------------------------------------
     @staticmethod
     def new_ledger() -> str:
-        return f"{_LEDGER_PREFIX}{uuid.uuid4()}"
+        return new_ledger_key()
 
     def write_ledger(self, ledger: str, records: Iterable[str]) -> None:
         """Record which stream records of a batch had all their outputs delivered."""
@@ -213,7 +213,7 @@ class LocalDataRepository:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "messageId": {"S": ledger},
+                self.key: {"S": ledger},
                 "records": {"SS": sent},
                 "expiresAt": {"N": str(int(self.clock()) + RETENTION_SECONDS)},
             },
@@ -226,18 +226,18 @@ class LocalDataRepository:
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), _MAX_BATCH_GET):
             request: dict[str, Any] = {
-                self.table: {"Keys": [{"messageId": {"S": k}} for k in unique[start : start + _MAX_BATCH_GET]]}
+                self.table: {"Keys": [{self.key: {"S": k}} for k in unique[start : start + _MAX_BATCH_GET]]}
             }
             for attempt in range(_CLAIM_ATTEMPTS + 2):
                 self.counter.calls += 1
                 response = self.client.batch_get_item(RequestItems=request)
                 for item in response.get("Responses", {}).get(self.table, []):
                     plain = _plain(item)
-                    found[plain["messageId"]] = plain
+                    found[plain[self.key]] = plain
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break
-                self.sleep(0.05 * 2**attempt)
+                self.sleep(_BACKOFF.delay(attempt + 1))
         return found
 
     def put(self, key: str, attributes: dict[str, Any]) -> None:
@@ -245,7 +245,7 @@ class LocalDataRepository:
         self.counter.calls += 1
         self.client.put_item(
             TableName=self.table,
-            Item=_item({**attributes, "messageId": key, "expiresAt": int(self.clock()) + RETENTION_SECONDS}),
+            Item=_item({**attributes, self.key: key, "expiresAt": int(self.clock()) + RETENTION_SECONDS}),
         )
 
     def put_many(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
@@ -264,7 +264,7 @@ class LocalDataRepository:
                 {
                     "Put": {
                         "TableName": self.table,
-                        "Item": _item({**latest[key], "messageId": key, "expiresAt": expires}),
+                        "Item": _item({**latest[key], self.key: key, "expiresAt": expires}),
                     }
                 }
                 for key in keys[start : start + _MAX_TRANSACTION]
@@ -283,7 +283,73 @@ class LocalDataRepository:
                 except BotoCoreError:
                     if attempt == _CLAIM_ATTEMPTS - 1:
                         raise
-                self.sleep(0.05 * 2**attempt)
+                self.sleep(_BACKOFF.delay(attempt + 1))
+
+
+def create_table(client: Any, table: str, *, key: str = KEY_ATTRIBUTE) -> None:
+    """Create a repository table for an application (on-demand, TTL on ``expiresAt``), unless
+    it exists: what ``ldr=dynamodb://TABLE`` expects."""
+    try:
+        client.create_table(
+            TableName=table,
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ResourceInUseException":
+            raise
+        return
+    client.get_waiter("table_exists").wait(TableName=table)
+    client.update_time_to_live(TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"})
+
+
+class DynamoRepository:
+    """An application's entries in a repository table, under ``gateway:<application>:`` (so
+    several applications can share one table; 100 entries to a TransactWriteItems call).
+
+    The table is the application's own (``ldr=dynamodb://TABLE``): never the deployment's
+    ``messages`` table, whose bare messageIds are the broker's de-duplication claims.
+    """
+
+    def __init__(self, table: LocalDataRepository, application: str) -> None:
+        self.table = table
+        self.application = application
+        self.prefix = application_prefix(application)
+
+    def record(self, entries: Sequence[Entry]) -> None:
+        if entries:
+            self.table.put_many(
+                [
+                    (
+                        self.prefix + e.message_id,
+                        {"application": self.application, "bareMessageId": e.message_id, **e.attributes()},
+                    )
+                    for e in entries
+                ]
+            )
+
+    def statuses(self, message_ids: Sequence[str]) -> dict[str, str]:
+        if not message_ids:
+            return {}
+        found = self.table.get([self.prefix + m for m in message_ids])
+        cut = len(self.prefix)
+        return {key[cut:]: str(item.get("status", "")) for key, item in found.items()}
+
+    def entry(self, message_id: str) -> Entry | None:
+        item = self.table.get([self.prefix + message_id]).get(self.prefix + message_id)
+        if item is None:
+            return None
+        return Entry(
+            message_id=message_id,
+            message_class=str(item.get("messageClass", "")),
+            message_type=str(item.get("messageType", "")),
+            sequence=str(item.get("sequence", "")),
+            position=int(item.get("position", 1)),
+            status=str(item.get("status", "")),
+            return_address=item.get("returnAddress"),
+            correlation_id=item.get("correlationId"),
+        )
 
 
 def _item(values: dict[str, Any]) -> dict[str, Any]:

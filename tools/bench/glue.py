@@ -1,7 +1,7 @@
 """``rdss bench glue``: the audit compaction job on local Spark beside the same work in one process.
 
 :func:`write_archive` writes an audit archive the way Firehose does (gzip objects of
-newline-delimited records under hour prefixes), from :class:`rdss.workload.Workload` traffic
+newline-delimited records under hour prefixes), from :class:`tools.workload.Workload` traffic
 with duplicates, malformed lines and multi-part sequences mixed in. :func:`run` times
 ``glue_jobs/audit_compaction.py`` on it as a user runs it (a fresh process: Python, the JVM and
 Spark start-up included), on a quarter of the records to show how cost grows, and
@@ -36,7 +36,7 @@ import orjson
 from rdss import archive, decoration, timestamps
 from rdss.messages import Message
 from rdss.validation import validate
-from rdss.workload import MIX, Workload
+from tools.workload import MIX, Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "glue_jobs"

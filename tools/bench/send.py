@@ -1,9 +1,10 @@
 """``rdss bench send``: the gateway's batch send against the embedded emulator.
 
 N messages go through :meth:`rdss.gateway.Gateway.send_all` exactly as a vendor's application
-sends them: classified, recorded TO_SEND in the Local Data Repository, put with batched
-PutRecords (500 a call), recorded SENT. Every AWS call is real HTTP to the emulator (or to
-``AWS_ENDPOINT_URL`` when set); a botocore ``before-call`` hook counts them by operation.
+in AWS sends them: classified, recorded TO_SEND in its Local Data Repository (a DynamoDB table of
+its own, ``ldr=dynamodb://``), put with batched PutRecords (500 a call), recorded SENT. Every AWS
+call is real HTTP to the emulator (or to ``AWS_ENDPOINT_URL`` when set); a botocore
+``before-call`` hook counts them by operation.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import orjson
 
 from rdss.messages import Message
 from rdss.topology import Deployment
-from rdss.workload import Workload
+from tools.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5) 
     """Time one ``send_all`` of ``count`` messages; count the AWS calls it makes."""
     from rdss.gateway import Gateway
     from rdss.local.emulator import connect, provision
+    from rdss.repository.dynamodb import create_table
 
     messages = Workload(seed).mix(count) if realistic else small_messages(count, seed)
     mean = sum(len(orjson.dumps(m)) for m in messages) / count
@@ -107,7 +109,9 @@ def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5) 
             "kinesis": counter.attach(endpoint.client("kinesis")),
             "dynamodb": counter.attach(endpoint.client("dynamodb")),
         }
-        url = f"kinesis://{deployment.environment}?region={endpoint.region}"
+        ldr = f"bench-{deployment.environment}-ldr"
+        create_table(clients["dynamodb"], ldr)
+        url = f"kinesis://{deployment.environment}?region={endpoint.region}&ldr=dynamodb://{ldr}"
         if endpoint.url:
             url += f"&endpoint={endpoint.url}"
         with Gateway(url, application="bench", clients=clients) as gateway:

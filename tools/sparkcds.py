@@ -1,6 +1,6 @@
 """Record a class-data-sharing archive for the local Spark runs of the Glue jobs.
 
-``python -m rdss.sparkcds PATH`` runs the audit compaction once over a small generated archive
+``python -m tools.sparkcds PATH`` runs the audit compaction once over a small generated archive
 in a JVM started with ``-XX:ArchiveClassesAtExit=PATH``: when that JVM exits, it writes every
 class it loaded (Spark's, Hadoop's, Parquet's, the job's jar) to PATH. Local sessions started
 by ``glue_jobs/audit_compaction.local_session`` then map those classes instead of reading,
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rdss.bench.glue import write_archive
+from tools.bench.glue import write_archive
 
 #: Enough records that every operator of the job runs and is loaded, few enough to take seconds.
 TRAINING_RECORDS = 4_000
@@ -66,7 +66,7 @@ def record(target: Path, *, records: int = TRAINING_RECORDS, timeout: float = 30
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m rdss.sparkcds ARCHIVE.jsa", file=sys.stderr)
+        print("usage: python -m tools.sparkcds ARCHIVE.jsa", file=sys.stderr)
         return 2
     started = time.perf_counter()
     path = record(Path(args[0]))

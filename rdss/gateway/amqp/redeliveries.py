@@ -31,12 +31,13 @@ are purged when a counter opens.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
+
+from rdss.repository.sqlite import connect
 
 #: Rows older than this (seconds since their last increment) are purged: a week, like the channels.
 RETENTION = 7 * 24 * 3600.0
@@ -66,16 +67,6 @@ class RedeliveryCounter(Protocol):
     def close(self) -> None:
         """Release the store."""
         ...
-
-
-def connect(path: str | Path) -> sqlite3.Connection:
-    """A SQLite connection set up for several processes sharing one file durably enough to
-    survive any of them being killed (WAL, ``synchronous=NORMAL``, a busy timeout)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
-    return connection
 
 
 class SqliteRedeliveries:

@@ -21,8 +21,9 @@ from typing import Any
 import orjson
 
 from rdss import archive, decoration
-from rdss.ldr import LocalDataRepository
 from rdss.local.runtime import Published, Runtime
+from rdss.repository.dynamodb import LocalDataRepository
+from rdss.repository.entries import record_key
 from rdss.topology import RDSS
 
 ROUTED = tuple(c.name for c in RDSS.channels_of("routed"))
@@ -123,7 +124,7 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
     for item in inputs:
         for published in item.published:
             keys.append(_message_id(published.payload) or "")
-            keys.append(f"record#{published.record}")
+            keys.append(record_key(published.record))
     claims = ldr.get([k for k in keys if k])
 
     accounted = []
@@ -157,7 +158,7 @@ def _fate(
         return "pending", [], None  # a part whose sequence is still waiting
     if claim is not None:
         return "duplicate", [], None
-    if f"record#{published.record}" in claims and published.payload in rejected:
+    if record_key(published.record) in claims and published.payload in rejected:
         channel, code = rejected[published.payload][0]
         return channel, [channel], code
     return "unaccounted", [], None

@@ -1,0 +1,476 @@
+"""Consuming a channel from RabbitMQ: the group's queues, manual acks, retry tiers, dead letters."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pika
+import pika.exceptions
+
+from rdss.gateway.amqp import mosaic
+from rdss.gateway.amqp.naming import H_ATTEMPTS, H_ENVELOPE, H_KEY, H_QUEUE, H_REASON, QUEUE_CHANNELS
+from rdss.gateway.amqp.options import Tier
+from rdss.gateway.amqp.publisher import Publish
+from rdss.gateway.backend import Delivery, TransportError
+from rdss.rejection import Rejection
+from rdss.retry import PATIENT
+
+if TYPE_CHECKING:
+    from rdss.gateway.amqp.transport import AmqpTransport
+
+_log = logging.getLogger(__name__)
+
+#: Settled deliveries acknowledged together at the latest (sooner at every poll and commit).
+_ACK_BATCH = 500
+
+
+@dataclass(slots=True)
+class _Raw:
+    queue: str
+    tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+    properties: Any
+    body: bytes
+
+
+class AmqpConsumer:
+    """A :class:`rdss.gateway.backend.Consumer` of one channel: the group's queues, manual acks.
+
+    One blocking connection, one channel, a basic.consume per queue (RabbitMQ pushes up to
+    ``prefetch`` messages). :meth:`settle` acknowledges at the next :meth:`poll` or
+    :meth:`commit` (the gateway's receiver commits before every poll), so a batch costs one
+    ``multiple`` ack frame instead of one per message. A lost connection is reopened on the next
+    poll; deliveries handed out before it are then neither acked nor requeued by this consumer
+    (RabbitMQ already put them back), which is why positions carry the connection's epoch.
+    """
+
+    def __init__(self, transport: AmqpTransport, channel: str, group: str | None) -> None:
+        self.transport = transport
+        self.channel = channel
+        self.group = group
+        self.classify = channel not in QUEUE_CHANNELS
+        self._lock = threading.RLock()
+        self._incoming: deque[_Raw] = deque()
+        #: delivery tags not yet acknowledged, oldest first (tags grow on a channel)
+        self._unacked: OrderedDict[int, None] = OrderedDict()
+        #: settled, not yet acknowledged: acks go in one frame at the next poll or commit
+        self._settled: list[tuple[int, str]] = []
+        self._ready: deque[Delivery] = deque()
+        self._handed: dict[str, _Raw] = {}
+        self._counted: dict[str, str] = {}
+        self._queues: list[str] = []
+        self._consumer_tags: dict[str, str] = {}
+        self._connection: Any = None
+        self._amqp: Any = None
+        self._epoch = 0
+        self._next_attempt = 0.0
+        self._failures = 0
+        self._closed = False
+        self._connect()
+
+    # -- Consumer ------------------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        return list(self._queues)
+
+    def poll(self, max_messages: int = 100, *, partition: str | None = None, wait: float = 0.0) -> list[Delivery]:
+        with self._lock:
+            if self._closed:
+                return []
+            if not self._usable():
+                return []
+            self._flush_acks()
+            try:
+                self._connection.process_data_events(time_limit=0)
+                if wait > 0 and not self._incoming and not self._has_ready(partition):
+                    self._connection.process_data_events(time_limit=wait)
+                self._convert()
+            except pika.exceptions.AMQPError as error:
+                self._lose(error)
+                return []
+            return self._take(max_messages, partition)
+
+    def settle(self, deliveries: Sequence[Delivery]) -> None:
+        with self._lock:
+            forget = []
+            tags: list[tuple[int, str]] = []
+            for delivery in deliveries:
+                raw = self._handed.pop(delivery.position, None)
+                key = self._counted.pop(delivery.position, None)
+                if key is not None:
+                    forget.append(key)
+                if raw is not None and self._current(delivery):
+                    tags.append((raw.tag, _counter_key(raw)))
+            self._settled.extend(tags)
+            if len(self._settled) >= _ACK_BATCH:
+                self._flush_acks()
+            self.transport.counter.forget(forget)
+
+    def redeliver(self, deliveries: Sequence[Delivery]) -> None:
+        """The earliest delivery of each queue was refused by its handler: it goes to the next
+        delay tier (or ``dead_letter`` when the tiers are used up) and is acknowledged here.
+        The later ones were only read ahead: they are handed out again, in order."""
+        with self._lock:
+            by_queue: dict[str, list[Delivery]] = {}
+            for delivery in deliveries:
+                if delivery.position in self._handed:
+                    by_queue.setdefault(delivery.partition, []).append(delivery)
+            again: list[Delivery] = []
+            for group in by_queue.values():
+                group.sort(key=lambda d: _tag(d.position))
+                refused, *later = group
+                self._retry(refused)
+                again.extend(later)
+            for delivery in sorted(again, key=lambda d: _tag(d.position), reverse=True):
+                if self._current(delivery):
+                    self._ready.appendleft(delivery)
+                else:
+                    self._handed.pop(delivery.position, None)
+                    self._counted.pop(delivery.position, None)
+
+    def commit(self) -> None:
+        """Send the acks of what was settled since the last poll (one frame for a run of them)."""
+        with self._lock:
+            self._flush_acks()
+
+    def close(self) -> None:
+        """Stop consuming; RabbitMQ puts back whatever was not acknowledged (marked redelivered,
+        and forgiven in the redelivery counter: a clean close is not a crash)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._flush_acks()
+            self._forgive_held()
+            connection, self._connection = self._connection, None
+            if connection is not None and connection.is_open:
+                with contextlib.suppress(pika.exceptions.AMQPError):
+                    connection.close()
+
+    def __enter__(self) -> AmqpConsumer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- connection -----------------------------------------------------------------------------
+    def _connect(self) -> None:
+        connection = self.transport.connection()
+        try:
+            amqp = connection.channel()
+            amqp.basic_qos(prefetch_count=self.transport.options.prefetch, global_qos=True)
+            queues = self.transport.declare_queues(amqp, self.channel, self.group)
+            tags = {amqp.basic_consume(queue, self._on_message, auto_ack=False): queue for queue in queues}
+        except BaseException as error:
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                connection.close()
+            if isinstance(error, pika.exceptions.AMQPError):
+                raise TransportError(f"cannot subscribe to {self.channel}: {error!r}") from error
+            raise
+        self._connection, self._amqp, self._queues, self._consumer_tags = connection, amqp, queues, tags
+        self._epoch += 1
+        self._unacked.clear()
+        self._settled.clear()
+        self._incoming.clear()
+        self._ready.clear()
+        self._handed.clear()
+        self._counted.clear()
+        self._failures = 0
+
+    def _usable(self) -> bool:
+        if self._connection is not None and self._connection.is_open:
+            return True
+        if time.monotonic() < self._next_attempt:
+            return False
+        try:
+            self._connect()
+        except TransportError as error:
+            self._failures += 1
+            delay = PATIENT.delay(self._failures)
+            self._next_attempt = time.monotonic() + delay
+            _log.warning("%s: reconnecting to RabbitMQ failed (%s); next attempt in %.1f s", self.channel, error, delay)
+            return False
+        _log.info("%s: reconnected to RabbitMQ", self.channel)
+        return True
+
+    def _lose(self, error: BaseException) -> None:
+        _log.warning(
+            "%s: connection to RabbitMQ lost: %r; unacknowledged messages go back to their queues", self.channel, error
+        )
+        self._forgive_held()
+        connection, self._connection = self._connection, None
+        if connection is not None and connection.is_open:
+            with contextlib.suppress(Exception):
+                connection.close()
+
+    def _forgive_held(self) -> None:
+        """Everything delivered on this connection and not acknowledged is about to be redelivered
+        because of us, not of the messages: forgive it in the counter (best effort)."""
+        held = [_counter_key(raw) for raw in [*self._incoming, *self._handed.values()]]
+        held.extend(key for _, key in self._settled)  # settled, but the ack never went out
+        self._incoming.clear()
+        self._handed.clear()
+        self._counted.clear()
+        self._ready.clear()
+        self._unacked.clear()
+        self._settled.clear()
+        self._epoch += 1  # what was handed out before is now stale
+        try:
+            self.transport.counter.forgive(held)
+        except Exception as error:
+            _log.warning(
+                "%s: could not forgive %d held message(s) in the redelivery counter: %s", self.channel, len(held), error
+            )
+
+    def _on_message(self, _amqp: Any, method: Any, properties: Any, body: bytes) -> None:
+        queue = self._consumer_tags.get(method.consumer_tag, "")
+        self._unacked[method.delivery_tag] = None
+        self._incoming.append(
+            _Raw(
+                queue,
+                method.delivery_tag,
+                bool(method.redelivered),
+                method.exchange,
+                method.routing_key,
+                properties,
+                body,
+            )
+        )
+
+    def _current(self, delivery: Delivery) -> bool:
+        return delivery.position.partition(".")[0] == str(self._epoch)
+
+    def _flush_acks(self) -> None:
+        if self._settled and self._connection is not None:
+            settled, self._settled = self._settled, []
+            if not self._ack(*(tag for tag, _ in settled)):  # they come back: not their fault
+                with contextlib.suppress(Exception):
+                    self.transport.counter.forgive([key for _, key in settled])
+
+    def _ack(self, *tags: int) -> bool:
+        """Acknowledge deliveries: the run of oldest unacknowledged ones with one ``multiple`` ack
+        (one frame for a whole batch), any others one by one. False if the connection failed."""
+        settled = set(tags)
+        last = None
+        while self._unacked and next(iter(self._unacked)) in settled:
+            last = self._unacked.popitem(last=False)[0]
+            settled.discard(last)
+        try:
+            if last is not None:
+                self._amqp.basic_ack(last, multiple=True)
+            for tag in sorted(settled):
+                if self._unacked.pop(tag, False) is None:
+                    self._amqp.basic_ack(tag)
+        except pika.exceptions.AMQPError as error:  # it will be redelivered, and dropped as a duplicate
+            self._lose(error)
+            return False
+        return True
+
+    # -- from AMQP deliveries to gateway deliveries ---------------------------------------------
+    def _has_ready(self, partition: str | None) -> bool:
+        return any(partition is None or d.partition == partition for d in self._ready)
+
+    def _take(self, max_messages: int, partition: str | None) -> list[Delivery]:
+        taken: list[Delivery] = []
+        counts: dict[str, int] = {}
+        keep: deque[Delivery] = deque()
+        while self._ready:
+            delivery = self._ready.popleft()
+            if (partition is not None and delivery.partition != partition) or counts.get(
+                delivery.partition, 0
+            ) >= max_messages:
+                keep.append(delivery)
+                continue
+            counts[delivery.partition] = counts.get(delivery.partition, 0) + 1
+            taken.append(delivery)
+        self._ready = keep
+        return taken
+
+    def _convert(self) -> None:
+        """Translate, count redeliveries and classify what arrived; queue the rest to hand out."""
+        batch = list(self._incoming)
+        self._incoming.clear()
+        if not batch:
+            return
+        options = self.transport.options
+        redelivered = [raw for raw in batch if raw.redelivered]
+        counts = self.transport.counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
+        dead: list[tuple[_Raw, str]] = []
+        moved: list[tuple[_Raw, Rejection]] = []
+        for raw in batch:
+            count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
+            if count > options.redelivery_limit:
+                dead.append(
+                    (raw, f"redeliveries-exceeded: redelivered {count} times, limit {options.redelivery_limit}")
+                )
+                continue
+            payload, carried = _unwrap(raw)
+            if self.classify:
+                rejection = self.transport.inline.screen(payload)
+                if rejection is not None:
+                    moved.append((raw, rejection))
+                    _log.warning(
+                        "%s: %s moved to %s: %s %s",
+                        self.channel,
+                        raw.queue,
+                        rejection.channel,
+                        rejection.code,
+                        rejection.description,
+                    )
+                    continue
+            position = f"{self._epoch}.{raw.tag}"
+            self._handed[position] = raw
+            if raw.redelivered:
+                self._counted[position] = _counter_key(raw)
+            headers = raw.properties.headers or {}
+            attributes: dict[str, Any] = {
+                "redelivered": raw.redelivered,
+                "redeliveries": count,
+                "attempts": int(headers.get(H_ATTEMPTS, 0)),
+                "exchange": raw.exchange,
+                "routing_key": raw.routing_key,
+                #: the AMQP headers: for a dead letter, x-rdss-dead-reason and x-rdss-queue say why and whence
+                "headers": dict(headers),
+            }
+            if carried is not None:
+                attributes["auth_token"] = carried.auth_token
+                attributes["message_context"] = dict(carried.context)
+            key = headers.get(H_KEY)
+            self._ready.append(
+                Delivery(
+                    self.channel,
+                    raw.queue,
+                    position,
+                    payload,
+                    key.decode() if isinstance(key, bytes) else key,
+                    float(raw.properties.timestamp) if raw.properties.timestamp else None,
+                    attributes,
+                )
+            )
+        self._dead_letter(dead)
+        self._move(moved)
+
+    # -- retries, dead letters, invalid messages ------------------------------------------------
+    def _retry(self, delivery: Delivery) -> None:
+        raw = self._handed.pop(delivery.position)
+        key = self._counted.pop(delivery.position, None)
+        if key is not None:
+            self.transport.counter.forget([key])
+        if not self._current(delivery):
+            return  # RabbitMQ put it back when the connection was lost
+        attempts = int((raw.properties.headers or {}).get(H_ATTEMPTS, 0)) + 1
+        tier = _tier_for(self.transport.options.tiers, attempts)
+        if tier is None:
+            self._dead_letter([(raw, f"retries-exhausted: refused {attempts} times")])
+            return
+        exchange = self.transport.names.name(tier.name)
+        item = Publish(
+            exchange, raw.queue, raw.body, _copy_properties(raw.properties, {H_ATTEMPTS: attempts}), mandatory=False
+        )
+        self._publish_then_ack([(raw, item)], f"retry {attempts} via {tier.name}")
+
+    def _dead_letter(self, items: list[tuple[_Raw, str]]) -> None:
+        if not items:
+            return
+        names = self.transport.names
+        work = []
+        for raw, reason in items:
+            attempts = int((raw.properties.headers or {}).get(H_ATTEMPTS, 0))
+            extra = {H_REASON: reason, H_QUEUE: raw.queue, H_ATTEMPTS: attempts}
+            work.append((raw, Publish(names.dead_letter, raw.queue, raw.body, _copy_properties(raw.properties, extra))))
+            _log.error(
+                "%s: message %s dead-lettered from %s: %s", self.channel, raw.properties.message_id, raw.queue, reason
+            )
+        self._publish_then_ack(work, "dead_letter")
+        self.transport.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
+
+    def _move(self, items: list[tuple[_Raw, Rejection]]) -> None:
+        if not items:
+            return
+        work = []
+        for raw, rejection in items:
+            kind = rejection.channel
+            exchange = self.transport.names.name(self.transport.address(kind))
+            headers = {H_QUEUE: raw.queue, H_ENVELOPE: "rdss"}
+            properties = _copy_properties(raw.properties, headers)
+            work.append((raw, Publish(exchange, kind, rejection.record, properties)))
+        self._publish_then_ack(work, "invalid/error")
+        self.transport.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
+
+    def _publish_then_ack(self, work: list[tuple[_Raw, Publish]], what: str) -> None:
+        """Publish the copies (confirmed), then ack the originals: at least once, never lost. A
+        copy the broker did not confirm leaves its original unacked and requeued."""
+        results = self.transport.publisher.publish([item for _, item in work])
+        for (raw, _), result in zip(work, results, strict=True):
+            if result.code is None:
+                self._ack(raw.tag)
+                continue
+            _log.error(
+                "%s: could not publish to %s (%s %s); the message goes back to %s",
+                self.channel,
+                what,
+                result.code,
+                result.message,
+                raw.queue,
+            )
+            self._unacked.pop(raw.tag, None)
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                self._amqp.basic_nack(raw.tag, requeue=True)
+            with contextlib.suppress(Exception):
+                self.transport.counter.forgive([_counter_key(raw)])  # requeued by us, not by a crash
+
+
+def _tag(position: str) -> int:
+    return int(position.rpartition(".")[2])
+
+
+def _tier_for(tiers: Sequence[Tier], attempt: int) -> Tier | None:
+    """The tier of retry number ``attempt`` (1-based), or None when they are used up."""
+    for tier in tiers:
+        if attempt <= tier.attempts:
+            return tier
+        attempt -= tier.attempts
+    return None
+
+
+def _counter_key(raw: _Raw) -> str:
+    identity = raw.properties.message_id or hashlib.sha256(raw.body).hexdigest()[:32]
+    return f"{raw.queue}/{identity}"
+
+
+def _unwrap(raw: _Raw) -> tuple[bytes, mosaic.Carried | None]:
+    """The RDSS payload of a delivery: Mosaic envelopes are translated back; anything that does
+    not translate is handed on as it is, for the classifier to judge."""
+    envelope = (raw.properties.headers or {}).get(H_ENVELOPE)
+    if isinstance(envelope, bytes):
+        envelope = envelope.decode()
+    if envelope == "rdss":
+        return raw.body, None
+    try:
+        return mosaic.decode(raw.body)
+    except mosaic.TranslationError:
+        return raw.body, None
+
+
+def _copy_properties(properties: Any, headers: Mapping[str, Any]) -> pika.BasicProperties:
+    merged = {**(properties.headers or {}), **headers}
+    return pika.BasicProperties(
+        content_type=properties.content_type,
+        delivery_mode=2,
+        message_id=properties.message_id,
+        type=properties.type,
+        correlation_id=properties.correlation_id,
+        reply_to=properties.reply_to,
+        app_id=properties.app_id,
+        timestamp=properties.timestamp,
+        headers=merged,
+    )

@@ -1,0 +1,66 @@
+"""Exchange, queue and routing-key names: Mosaic's ``<channel>.<entity>.<messageType>`` keys
+on the ``commands`` and ``events`` topic exchanges, under an optional namespace."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rdss import schemas
+
+#: Channels that are queues of their own (the spec's Invalid and Error Message Queues, Mosaic's
+#: dead_letter queue) rather than routes through the topic exchanges.
+QUEUE_CHANNELS = frozenset({"invalid", "error", "dead_letter"})
+
+#: AMQP headers this backend sets.
+H_KEY, H_CHANNEL, H_ENVELOPE = "rdss-key", "rdss-channel", "rdss-envelope"
+H_ATTEMPTS, H_REASON, H_QUEUE = "x-rdss-attempts", "x-rdss-dead-reason", "x-rdss-queue"
+
+_ENTITY = re.compile(r"[A-Z][a-z0-9]*")
+
+
+@dataclass(frozen=True)
+class Names:
+    """Exchange, queue and routing-key names of one namespace."""
+
+    namespace: str = ""
+
+    def name(self, base: str) -> str:
+        return f"{self.namespace}.{base}" if self.namespace else base
+
+    @property
+    def commands(self) -> str:
+        return self.name("commands")
+
+    @property
+    def events(self) -> str:
+        return self.name("events")
+
+    @property
+    def dead_letter(self) -> str:
+        return self.name("dead_letter")
+
+    def exchange_for(self, message_class: str) -> str:
+        """Commands go to ``commands``; Events and Documents to ``events``."""
+        return self.commands if message_class == "Command" else self.events
+
+    def queue(self, group: str, address: str, message_type: str) -> str:
+        return self.name(f"{group}.{address}.{message_type}")
+
+
+def entity(message_type: str) -> str:
+    """``MetadataCreate`` -> ``metadata``; ``VocabularyPatch`` -> ``vocabulary``."""
+    match = _ENTITY.match(message_type)
+    return match.group(0).lower() if match else "message"
+
+
+def routing_key(address: str, message_type: str) -> str:
+    """``<channel>.<entity>.<messageType>``, e.g. ``metadata.metadata.MetadataCreate``."""
+    return f"{address}.{entity(message_type)}.{message_type}"
+
+
+def exchanges_for(message_type: str) -> set[str]:
+    """Which of the two topic exchanges a messageType travels through (by its classes)."""
+    classes = schemas.classes_for(message_type)
+    kinds = {"commands" if c == "Command" else "events" for c in classes}
+    return kinds or {"commands", "events"}

@@ -1,0 +1,71 @@
+"""The broker function for messaging systems with no broker in front of them (RabbitMQ, memory).
+
+On Kinesis the broker - an AMGI app behind the ``input`` stream - classifies every message,
+moves an invalid one, decorated, to ``invalid`` or ``error`` and routes a valid one by content
+to its Data Type Channel (EIP Content-Based Router). A backend without that function does the
+same here, at the two points it has: when a message is published to ``input``
+(:meth:`InlineBroker.route`), and when a record is consumed (:meth:`InlineBroker.screen`). The
+backends themselves stay transports: they call these two methods and move bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rdss.gateway.backend import Outgoing
+from rdss.rejection import Rejection, Rejector
+from rdss.topology import RDSS, Topology
+from rdss.validation import validate
+
+#: Where producers publish; the broker function routes what arrives there.
+INPUT = "input"
+
+
+@dataclass(frozen=True)
+class InlineBroker:
+    """Classify, decorate and route by content, for one backend."""
+
+    topology: Topology = RDSS
+    rejector: Rejector = field(default_factory=Rejector)
+
+    def route(self, message: Outgoing) -> Outgoing:
+        """The message as it travels on: one sent to ``input`` goes to the channel the topology's
+        content-based routes name for it (MetadataCreate -> metadata, a Document answering a
+        Read -> responses), an invalid one decorated to ``invalid`` or ``error``; a message
+        sent to any other channel goes there as it is.
+
+        The gateway's sender classified what it sends and says its messageType and messageClass
+        in the headers; only a message without them is classified here.
+        """
+        if message.channel != INPUT:
+            return message
+        message_type, message_class = message.headers.get("messageType"), message.headers.get("messageClass")
+        headers: Mapping[str, str] = message.headers
+        if not message_type or not message_class:
+            verdict = validate(message.payload, check_expiry=False, size_limit=None)
+            if not verdict.valid or verdict.header is None:
+                rejection = self.rejector.reject(message.payload, verdict)
+                return Outgoing(rejection.channel, rejection.record, message.key, rejection.headers)
+            message_type, message_class = verdict.header["messageType"], verdict.header["messageClass"]
+            headers = {**headers, "messageType": message_type, "messageClass": message_class}
+        found = self.topology.route(message_type, message_class)
+        if found is None:  # not a pair the system supports: consumers' classifiers judge it
+            return message
+        return Outgoing(found.channel, message.payload, message.key, headers)
+
+    def describe(self, payload: bytes) -> tuple[str | None, str | None]:
+        """messageType and messageClass read from a payload whose sender gave no headers (None
+        where the header has no such string)."""
+        header = validate(payload, check_expiry=False, size_limit=None).header or {}
+        message_type, message_class = header.get("messageType"), header.get("messageClass")
+        return (
+            message_type if isinstance(message_type, str) else None,
+            message_class if isinstance(message_class, str) else None,
+        )
+
+    def screen(self, payload: bytes) -> Rejection | None:
+        """None for a message a consumer may be handed; else what to publish instead (invalid by
+        the classifier; expiry is the receiver's to judge, at delivery time)."""
+        verdict = validate(payload, check_expiry=False)
+        return None if verdict.valid else self.rejector.reject(payload, verdict)

@@ -1,0 +1,95 @@
+"""The Local Data Repository in a SQLite file on the application's host: the default of a
+gateway outside AWS (``ldr=sqlite:///path``; the RabbitMQ backend's state file)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rdss.repository.entries import Entry
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """A SQLite connection set up for several processes sharing one file durably enough to
+    survive any of them being killed (WAL, ``synchronous=NORMAL``, a busy timeout)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    return connection
+
+
+class SqliteRepository:
+    """The Local Data Repository of an application: a table in a SQLite file of its host, one
+    row per (application, messageId), shared by the application's processes on that host.
+
+    The spec's repository is the application's own ("local"); RabbitMQ clients keep it next to
+    their redelivery counts, Kinesis gateways outside AWS in a file of their own.
+    """
+
+    def __init__(self, path: str | Path, application: str) -> None:
+        self.application = application
+        self._lock = threading.Lock()
+        self._db = connect(path)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS messages (application TEXT NOT NULL, message_id TEXT NOT NULL, "
+            "message_class TEXT, message_type TEXT, sequence TEXT, position INTEGER, status TEXT NOT NULL, "
+            "return_address TEXT, correlation_id TEXT, updated REAL NOT NULL, PRIMARY KEY (application, message_id))"
+        )
+
+    def record(self, entries: Sequence[Entry]) -> None:
+        if not entries:
+            return
+        now = time.time()
+        rows = [
+            (
+                self.application,
+                e.message_id,
+                e.message_class,
+                e.message_type,
+                e.sequence,
+                e.position,
+                e.status,
+                e.return_address,
+                e.correlation_id,
+                now,
+            )
+            for e in entries
+        ]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def statuses(self, message_ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        with self._lock:
+            for start in range(0, len(message_ids), 500):
+                chunk = list(message_ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                query = f"SELECT message_id, status FROM messages WHERE application = ? AND message_id IN ({marks})"
+                found.update(self._db.execute(query, [self.application, *chunk]).fetchall())
+        return found
+
+    def entry(self, message_id: str) -> Entry | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT message_class, message_type, sequence, position, status, return_address, correlation_id "
+                "FROM messages WHERE application = ? AND message_id = ?",
+                (self.application, message_id),
+            ).fetchone()
+        if row is None:
+            return None
+        return Entry(message_id, row[0] or "", row[1] or "", row[2] or "", int(row[3] or 1), row[4], row[5], row[6])
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.close()

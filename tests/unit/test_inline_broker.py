@@ -1,0 +1,69 @@
+"""The broker function of broker-less backends (memory here; RabbitMQ in tests/amqp): what is
+sent to input is routed by content, an invalid record moved decorated, input kept as sent."""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+import pytest
+
+from rdss import decoration
+from rdss.gateway import Gateway
+from rdss.gateway import memory as memory_backend
+from rdss.gateway.backend import Outgoing
+from rdss.gateway.inline_broker import InlineBroker
+from tools.workload import Workload
+
+
+@pytest.fixture
+def bus_name():
+    name = f"inline-{uuid.uuid4().hex[:8]}"
+    yield name
+    memory_backend.discard(name)
+
+
+def test_route_sends_input_by_content_and_leaves_other_channels_alone():
+    broker = InlineBroker()
+    create = orjson.dumps(Workload(1).message("MetadataCreate", "Event"))
+    patch = orjson.dumps(Workload(2).message("VocabularyPatch", "Event"))
+    assert broker.route(Outgoing("input", create, "k")).channel == "metadata"
+    routed = broker.route(Outgoing("input", patch, "k"))
+    assert (routed.channel, routed.payload, routed.headers["messageType"]) == ("vocabulary", patch, "VocabularyPatch")
+    as_sent = Outgoing("responses", create, "k")
+    assert broker.route(as_sent) is as_sent
+    # a sender that already classified says so in the headers: no second look at the payload
+    trusted = Outgoing("input", b"{}", "k", {"messageType": "MetadataDelete", "messageClass": "Event"})
+    assert broker.route(trusted).channel == "metadata"
+
+
+def test_an_invalid_record_on_input_is_rejected_decorated_and_screen_agrees():
+    broker = InlineBroker()
+    routed = broker.route(Outgoing("input", b"not json", "k"))
+    assert routed.channel == "invalid"
+    assert routed.headers == {"errorCode": "GENERR007"}
+    assert decoration.original(routed.payload) == b"not json"
+    rejection = broker.screen(b"not json")
+    assert rejection is not None
+    assert rejection.record == routed.payload
+    assert broker.screen(orjson.dumps(Workload(3).message("MetadataCreate", "Event"))) is None
+
+
+def test_on_the_memory_bus_input_is_kept_as_sent_and_routed_to_its_channel(bus_name):
+    message = Workload(4).message("MetadataCreate", "Event")
+    with Gateway(f"memory://{bus_name}", application="producer") as producer:
+        producer.send(message)
+        producer.transport.publish([Outgoing("input", b'{"messageHeader": 1}', "raw")])
+    bus = memory_backend.bus(bus_name)
+    assert bus.payloads("input") == [orjson.dumps(message), b'{"messageHeader": 1}']
+    assert bus.payloads("metadata") == [orjson.dumps(message)]
+    [invalid] = bus.payloads("invalid")
+    assert orjson.loads(invalid)["messageHeader"]["errorCode"] == "GENERR004"
+    with (
+        Gateway(f"memory://{bus_name}", application="repository") as repository,
+        repository.receiver("metadata", poll_interval=0.01) as inbox,
+    ):
+        received = inbox.receive(timeout=1)
+        assert received is not None
+        assert received.message == message
+        inbox.ack(received)
