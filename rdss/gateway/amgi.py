@@ -8,7 +8,11 @@ unselected messages already removed), with headers ``messageId``, ``messageType`
 ``messageClass`` and bindings ``{"gateway": {"channel", "partition", "positions"}}``.
 
 ``message.ack`` means processed (RECEIVED, then checkpointed); ``message.nack``, or no answer,
-means deliver again. ``message.send`` publishes through the gateway (validated, recorded
+is a failed attempt: delivered again after the spec's backoff, and after the receiver's
+``max_attempts`` moved to ``error`` (GENERR009, the nack's message or the app's exception named)
+so the partition moves on. A nack carrying ``error_code`` (the ``message.nack.error_code``
+extension, advertised in the scope) refuses the message with that code: it is moved, decorated,
+to the code's channel and acknowledged. ``message.send`` publishes through the gateway (validated, recorded
 TO_SEND/SENT): sends are buffered and delivered before an ack is accepted, and the
 ``message.send.flush`` extension reports undelivered sends as :class:`rdss.amgi.SendFailed`.
 Lifespan startup and shutdown run once around the whole run.
@@ -23,9 +27,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rdss.amgi.types import AMGI_VERSION, MESSAGE_SPEC_VERSION, SEND_FLUSH_EXTENSION, Application, SendFailed
+from rdss.amgi.types import (
+    AMGI_VERSION,
+    MESSAGE_SPEC_VERSION,
+    NACK_ERROR_CODE_EXTENSION,
+    SEND_FLUSH_EXTENSION,
+    Application,
+    SendFailed,
+)
 from rdss.gateway.consumer import Received, Receiver, ReceiveStats, receive_or_wait
 from rdss.gateway.exceptions import GatewayError
+from rdss.retry import SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)
 
@@ -43,6 +55,7 @@ def serve(
     stop: threading.Event | None = None,
     max_messages: int | None = None,
     idle_timeout: float | None = None,
+    backoff: Backoff = SPEC_BACKOFF,
 ) -> ReceiveStats:
     """Run ``app`` on the receiver's channel until ``stop``, ``max_messages`` or ``idle_timeout``."""
     stop = stop or threading.Event()
@@ -52,7 +65,7 @@ def serve(
     try:
         loop.run_until_complete(lifespan.startup())
         idle_since = receiver.clock()
-        handled = 0
+        handled = failures = 0
         while not stop.is_set() and (max_messages is None or handled < max_messages):
             limit = receiver.batch_size if max_messages is None else min(receiver.batch_size, max_messages - handled)
             batch = receive_batch_or_wait(receiver, limit, stop)
@@ -62,12 +75,33 @@ def serve(
                 continue
             idle_since = receiver.clock()
             for group in _by_partition(batch):
-                acked = loop.run_until_complete(_Scope(app, group, address, state, deliver).run())
+                scope = _Scope(app, group, address, state, deliver)
+                acked = loop.run_until_complete(scope.run())
                 handled += len(acked)
                 receiver.ack([r for r in group if r.message_id in acked])
+                retrying = 0
                 for received in group:
-                    if received.message_id not in acked:
-                        receiver.nack(received)
+                    if received.message_id in acked:
+                        continue
+                    code, why = scope.nacked.get(received.message_id, (None, scope.why_unacknowledged()))
+                    if code is not None:
+                        try:
+                            receiver.reject(received, code, why or f"refused with {code}")
+                            handled += 1
+                            continue
+                        except ValueError as error:  # not one of the spec's codes: a plain failure
+                            _log.error("message %s: %s", received.message_id, error)
+                            why = f"nacked with {code!r}, not one of the spec's error codes: {why}"
+                    attempts = receiver.nack(received, why)
+                    if receiver.max_attempts is not None and attempts >= receiver.max_attempts:
+                        handled += 1  # given up on: moved to the error channel
+                    else:
+                        retrying = max(retrying, attempts, 1)
+                if retrying:  # the spec's backoff before the failed messages come again (up to 30 s)
+                    failures += 1
+                    stop.wait(min(30.0, backoff.delay(max(retrying, failures))))
+                else:
+                    failures = 0
         receiver.commit()
         loop.run_until_complete(lifespan.shutdown())
     finally:
@@ -102,7 +136,9 @@ class _Scope:
         self.deliver = deliver
         self.ids = {r.message_id for r in batch}
         self.acked: set[str] = set()
-        self.nacked: set[str] = set()
+        #: messageId -> (the error code a refusing nack carried, its message)
+        self.nacked: dict[str, tuple[str | None, str]] = {}
+        self.failure: BaseException | None = None
         self.outbox: list[dict[str, Any]] = []
         self.position = 0
 
@@ -113,17 +149,24 @@ class _Scope:
             "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},
             "address": self.address,
             "state": dict(self.state),
-            "extensions": {SEND_FLUSH_EXTENSION: {}},
+            "extensions": {SEND_FLUSH_EXTENSION: {}, NACK_ERROR_CODE_EXTENSION: {}},
         }
         try:
             await self.app(scope, self.receive, self.send)
-        except Exception:
+        except Exception as error:
+            self.failure = error
             _log.exception("the application failed on a batch of %d message(s) from %s", len(self.batch), self.address)
         try:
             self.flush()
         except SendFailed:  # sends after the last ack did not all arrive: retry the batch's unacked
             _log.error("sends after the last ack were not delivered; unacknowledged messages will be retried")
-        return self.acked - self.nacked
+        return self.acked - set(self.nacked)
+
+    def why_unacknowledged(self) -> str:
+        """Why a message got neither an ack nor a nack: the app raised, or just never answered."""
+        if self.failure is not None:
+            return f"the application raised {type(self.failure).__name__}: {self.failure}"
+        return "the application did not acknowledge it"
 
     async def receive(self) -> dict[str, Any]:
         if self.position >= len(self.batch):
@@ -161,8 +204,9 @@ class _Scope:
             self.acked.add(message["id"])
         elif kind == "message.nack":
             self._known(message["id"])
-            self.nacked.add(message["id"])
-            _log.warning("message %s nacked: %s", message["id"], message.get("message", ""))
+            code = message.get("error_code")
+            self.nacked[message["id"]] = (str(code) if code else None, str(message.get("message") or ""))
+            _log.warning("message %s nacked: %s %s", message["id"], code or "", message.get("message", ""))
         else:
             raise ValueError(f"unsupported event type {kind!r}")
 
