@@ -14,6 +14,14 @@ record's outputs are never lost. Apps that want per-message outcomes use the
 
 Lifespan runs once per execution environment: on the first invocation (startup) and on
 :meth:`close` (shutdown). Nothing here knows about RDSS; any AMGI app can run behind it.
+
+Failures, the Lambda way: a record nacked (or left unacknowledged) is retried by the event
+source mapping, which after its ``MaximumRetryAttempts`` parks the batch in its on-failure queue
+and moves on (``rdss redrive`` puts it back) - Lambda's own poison-message limit, kept as it is.
+Given ``rejections`` (where a deployment's ``invalid`` and ``error`` channels are and how to
+decorate for them), the server also advertises the ``message.nack.error_code`` extension: a nack
+carrying ``error_code`` refuses the record with that code - it is put, decorated, on the code's
+channel and acknowledged, not retried.
 """
 
 from __future__ import annotations
@@ -24,13 +32,14 @@ import contextlib
 import gc
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rdss.amgi.types import (
     AMGI_VERSION,
     MESSAGE_SPEC_VERSION,
+    NACK_ERROR_CODE_EXTENSION,
     SEND_FLUSH_EXTENSION,
     Application,
     MessageScope,
@@ -38,12 +47,24 @@ from rdss.amgi.types import (
     SendFailed,
 )
 from rdss.delivery import DEFAULT_BACKOFF, PutRecordsBatcher, Record
+from rdss.errors import ErrorCode
+from rdss.rejection import Rejector
 from rdss.retry import Backoff
 
 _log = logging.getLogger(__name__)
 
 #: Buffered sends are delivered early once a stream has this many (one full PutRecords call).
 _AUTO_FLUSH_RECORDS = 500
+
+
+@dataclass(frozen=True)
+class Rejections:
+    """Where a nack with an ``error_code`` moves a record: the stream of each channel kind
+    (``{"invalid": "rdss-dev-invalid", "error": "rdss-dev-error"}``) and the reject path that
+    decorates it (or claim-checks it when too large)."""
+
+    streams: Mapping[str, str]
+    rejector: Rejector
 
 
 @dataclass
@@ -68,6 +89,7 @@ class KinesisEventSourceMappingHandler:
         sleep: Callable[[float], None] | None = None,
         logger: logging.Logger | None = None,
         pause_gc: bool = True,
+        rejections: Rejections | None = None,
     ) -> None:
         """
         Args:
@@ -91,6 +113,8 @@ class KinesisEventSourceMappingHandler:
         self._state: dict[str, Any] = {}
         self._lifespan: _Lifespan | None = None
         self._pause_gc = pause_gc
+        #: Where a nack with an error code moves its record (None: such nacks retry like any).
+        self.rejections = rejections
 
     # -- Lambda entry point --------------------------------------------------------------------
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -153,6 +177,7 @@ class KinesisEventSourceMappingHandler:
     async def _serve(self, stream: str, records: list[_KinesisRecord]) -> list[str]:
         outbox = _Outbox(self._batcher(), self.log)
         ids = {r.sequence_number for r in records}
+        by_id = {r.sequence_number: r for r in records}
         acked: set[str] = set()
         nacked: set[str] = set()
         position = 0
@@ -191,17 +216,29 @@ class KinesisEventSourceMappingHandler:
                 acked.add(message["id"])
             elif kind == "message.nack":
                 _known(message["id"], ids)
+                code = message.get("error_code")
+                if (
+                    code
+                    and self.rejections is not None
+                    and self._moved(outbox, by_id[message["id"]], str(code), message)
+                ):
+                    acked.add(message["id"])
+                    nacked.discard(message["id"])
+                    return
                 nacked.add(message["id"])
                 self.log.warning("message %s nacked: %s", message["id"], message.get("message", ""))
             else:
                 raise ValueError(f"unsupported event type {kind!r}")
 
+        extensions: dict[str, dict[str, Any]] = {SEND_FLUSH_EXTENSION: {}}
+        if self.rejections is not None:
+            extensions[NACK_ERROR_CODE_EXTENSION] = {}
         scope: MessageScope = {
             "type": "message",
             "amgi": {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION},  # type: ignore[typeddict-item]
             "address": stream,
             "state": dict(self._state),
-            "extensions": {SEND_FLUSH_EXTENSION: {}},
+            "extensions": extensions,
         }
         try:
             await self.app(scope, receive, send)
@@ -215,6 +252,25 @@ class KinesisEventSourceMappingHandler:
             self.log.error("sends after the last ack were not delivered; the whole batch will be retried")
             return [r.sequence_number for r in records]
         return [r.sequence_number for r in records if r.sequence_number not in acked or r.sequence_number in nacked]
+
+    # -- refusals ------------------------------------------------------------------------------
+    def _moved(self, outbox: _Outbox, record: _KinesisRecord, code: str, message: dict[str, Any]) -> bool:
+        """Put a refused record, decorated with ``code``, on the code's channel; False (it is then
+        retried like any nacked record) when the code is not the spec's or the move failed."""
+        assert self.rejections is not None
+        try:
+            rejection = self.rejections.rejector.reject(record.data, ErrorCode(code), message.get("message") or None)
+            moved = Record(
+                self.rejections.streams[rejection.channel], rejection.record, record.partition_key, token=record
+            )
+            report = outbox.batcher.put([moved])
+        except Exception as error:  # an unknown code, no claim-check store, the stream refused
+            self.log.error("message %s could not be refused with %s: %s", record.sequence_number, code, error)
+            return False
+        if report.failed:
+            self.log.error("message %s could not be moved to %s", record.sequence_number, rejection.channel)
+            return False
+        return True
 
     # -- plumbing ------------------------------------------------------------------------------
     def _batcher(self) -> PutRecordsBatcher:
