@@ -14,6 +14,14 @@ record's outputs are never lost. Apps that want per-message outcomes use the
 
 Lifespan runs once per execution environment: on the first invocation (startup) and on
 :meth:`close` (shutdown). Nothing here knows about RDSS; any AMGI app can run behind it.
+
+Failures, the Lambda way: a record nacked (or left unacknowledged) is retried by the event
+source mapping, which after its ``MaximumRetryAttempts`` parks the batch in its on-failure queue
+and moves on (``rdss redrive`` puts it back) - Lambda's own poison-message limit, kept as it is.
+Given ``rejections`` (where a deployment's ``invalid`` and ``error`` channels are and how to
+decorate for them), the server also advertises the ``message.nack.error_code`` extension: a nack
+carrying ``error_code`` refuses the record with that code - it is put, decorated, on the code's
+channel and acknowledged, not retried.
 """
 
 from __future__ import annotations
@@ -24,19 +32,31 @@ import contextlib
 import gc
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
+from rdss.errors import ErrorCode
 from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher, Record
+from rdss.rejection import Rejector
 from rdss.retry import Backoff
 
 _log = logging.getLogger(__name__)
 
 #: Buffered sends are delivered early once a stream has this many (one full PutRecords call).
 _AUTO_FLUSH_RECORDS = 500
+
+
+@dataclass(frozen=True)
+class Rejections:
+    """Where a nack with an ``error_code`` moves a record: the stream of each channel kind
+    (``{"invalid": "rdss-dev-invalid", "error": "rdss-dev-error"}``) and the reject path that
+    decorates it (or claim-checks it when too large)."""
+
+    streams: Mapping[str, str]
+    rejector: Rejector
 
 
 @dataclass
@@ -61,6 +81,7 @@ class KinesisEventSourceMappingHandler:
         sleep: Callable[[float], None] | None = None,
         logger: logging.Logger | None = None,
         pause_gc: bool = True,
+        rejections: Rejections | None = None,
     ) -> None:
         """
         Args:
@@ -73,6 +94,8 @@ class KinesisEventSourceMappingHandler:
                 allocates hundreds of thousands of short-lived objects (parsed messages) that
                 reference counting frees; letting the collector walk them as they pile up cost
                 a third of the broker's time. It runs again as soon as the batch is done.
+            rejections: where a nack carrying an error code moves its record (None: such nacks
+                are retried like any other, and the extension is not advertised).
         """
         self.app = app
         self._kinesis = kinesis
@@ -84,6 +107,8 @@ class KinesisEventSourceMappingHandler:
         self._state: dict[str, Any] = {}
         self._lifespan: Lifespan | None = None
         self._pause_gc = pause_gc
+        #: Where a nack with an error code moves its record (None: such nacks retry like any).
+        self.rejections = rejections
 
     # -- Lambda entry point --------------------------------------------------------------------
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -162,12 +187,44 @@ class KinesisEventSourceMappingHandler:
             for record in records
         ]
         outbox = _Outbox(self._batcher())
-        result = await run_scope(self.app, events, address=stream, state=self._state, outbox=outbox, log=self.log)
+        result = await run_scope(
+            self.app,
+            events,
+            address=stream,
+            state=self._state,
+            outbox=outbox,
+            log=self.log,
+            nack_error_codes=self.rejections is not None,
+        )
         if result.undelivered:
             # outputs sent after the last ack did not all arrive: retry the whole batch rather
             # than lose them (the app's de-duplication absorbs the repeats)
             return [r.sequence_number for r in records]
-        return [r.sequence_number for r in records if r.sequence_number not in result.settled]
+        settled = result.settled
+        by_id = {r.sequence_number: r for r in records}
+        for sequence_number, (code, why) in result.nacked.items():
+            if code is not None and self._moved(outbox, by_id[sequence_number], code, why):
+                settled.add(sequence_number)
+        return [r.sequence_number for r in records if r.sequence_number not in settled]
+
+    # -- refusals ------------------------------------------------------------------------------
+    def _moved(self, outbox: _Outbox, record: _KinesisRecord, code: str, why: str) -> bool:
+        """Put a refused record, decorated with ``code``, on the code's channel; False (it is then
+        retried like any nacked record) when the code is not the spec's or the move failed."""
+        assert self.rejections is not None
+        try:
+            rejection = self.rejections.rejector.reject(record.data, ErrorCode(code), why or None)
+            moved = Record(
+                self.rejections.streams[rejection.channel], rejection.record, record.partition_key, token=record
+            )
+            report = outbox.batcher.put([moved])
+        except Exception as error:  # an unknown code, no claim-check store, the stream refused
+            self.log.error("message %s could not be refused with %s: %s", record.sequence_number, code, error)
+            return False
+        if report.failed:
+            self.log.error("message %s could not be moved to %s", record.sequence_number, rejection.channel)
+            return False
+        return True
 
     # -- plumbing ------------------------------------------------------------------------------
     def _batcher(self) -> PutRecordsBatcher:
@@ -236,4 +293,4 @@ def _stream_name(arn: str) -> str:
     return arn.rsplit("/", 1)[-1] if "/" in arn else arn
 
 
-__all__ = ["KinesisEventSourceMappingHandler", "SendFailed"]
+__all__ = ["KinesisEventSourceMappingHandler", "Rejections", "SendFailed"]

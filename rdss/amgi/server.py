@@ -7,6 +7,9 @@ that transport. :func:`run_scope` does the rest the same way for both: ``receive
 the events with ``more_messages``, an ack is accepted only once every earlier send is delivered
 (its outputs are never lost), ``message.send.flush`` reports undelivered sends as
 :class:`~rdss.amgi.types.SendFailed`, and the acks and nacks come back for the server to settle.
+A server that can move a refused message to an RDSS ``invalid``/``error`` channel asks for the
+``message.nack.error_code`` extension to be advertised; the code a nack carried then comes back
+with it, for the server to act on.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Protocol
 from rdss.amgi.types import (
     AMGI_VERSION,
     MESSAGE_SPEC_VERSION,
+    NACK_ERROR_CODE_EXTENSION,
     SEND_FLUSH_EXTENSION,
     Application,
     MessageSendEvent,
@@ -51,14 +55,23 @@ class ScopeResult:
     """What the application answered in one scope."""
 
     acked: set[str] = field(default_factory=set)
-    nacked: set[str] = field(default_factory=set)
+    #: id -> (the error code the nack carried, if any; its message)
+    nacked: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    #: What the application raised, if it did.
+    failure: BaseException | None = None
     #: True when sends made after the last ack were not all delivered.
     undelivered: bool = False
 
     @property
     def settled(self) -> set[str]:
         """Acknowledged and not refused: what the server may settle."""
-        return self.acked - self.nacked
+        return self.acked - self.nacked.keys()
+
+    def why_unacknowledged(self) -> str:
+        """Why a message got neither an ack nor a nack: the app raised, or just never answered."""
+        if self.failure is not None:
+            return f"the application raised {type(self.failure).__name__}: {self.failure}"
+        return "the application did not acknowledge it"
 
 
 async def run_scope(
@@ -69,9 +82,11 @@ async def run_scope(
     state: dict[str, Any],
     outbox: Outbox,
     log: logging.Logger,
+    nack_error_codes: bool = False,
 ) -> ScopeResult:
     """Run ``app`` on one batch: ``events`` are its ``message.receive`` events (``type``, ``id``,
-    ``headers``, ``payload``, ``bindings``), in order."""
+    ``headers``, ``payload``, ``bindings``), in order. ``nack_error_codes``: advertise the
+    ``message.nack.error_code`` extension (the server moves refused messages by their code)."""
     ids = {event["id"] for event in events}
     result = ScopeResult()
     position = 0
@@ -97,21 +112,26 @@ async def run_scope(
                 outbox.flush()  # an ack promises the message's outputs are delivered
                 result.acked.add(message["id"])
             else:
-                result.nacked.add(message["id"])
-                log.warning("message %s nacked: %s", message["id"], message.get("message", ""))
+                code = message.get("error_code") if nack_error_codes else None
+                result.nacked[message["id"]] = (str(code) if code else None, str(message.get("message") or ""))
+                log.warning("message %s nacked: %s %s", message["id"], code or "", message.get("message", ""))
         else:
             raise ValueError(f"unsupported event type {kind!r}")
 
+    extensions: dict[str, dict[str, Any]] = {SEND_FLUSH_EXTENSION: {}}
+    if nack_error_codes:
+        extensions[NACK_ERROR_CODE_EXTENSION] = {}
     scope = {
         "type": "message",
         "amgi": dict(_VERSIONS),
         "address": address,
         "state": dict(state),
-        "extensions": {SEND_FLUSH_EXTENSION: {}},
+        "extensions": extensions,
     }
     try:
         await app(scope, receive, send)
-    except Exception:
+    except Exception as error:
+        result.failure = error
         log.exception("the application failed on a batch of %d message(s) from %s", len(events), address)
     try:
         outbox.flush()

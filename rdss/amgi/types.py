@@ -120,6 +120,11 @@ Application = Callable[[Any, Receive, Send], Awaitable[None]]
 #: The extension a server advertises when it buffers sends and honours ``message.send.flush``.
 SEND_FLUSH_EXTENSION = "message.send.flush"
 
+#: The extension a server advertises when a ``message.nack`` may carry ``error_code`` (one of the
+#: RDSS spec's codes, e.g. APPERRMET002) with ``message`` as its description: the message is then
+#: refused, moved decorated to that code's invalid or error channel, instead of delivered again.
+NACK_ERROR_CODE_EXTENSION = "message.nack.error_code"
+
 
 #: Some ``message.send`` events could not be delivered: ``failed`` holds them (the same objects
 #: the application sent). The one exception for undelivered messages, shared with the gateway.

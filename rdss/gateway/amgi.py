@@ -8,8 +8,12 @@ unselected messages already removed), with headers ``messageId``, ``messageType`
 ``messageClass`` and bindings ``{"gateway": {"channel", "partition", "positions"}}``.
 
 ``message.ack`` means processed (RECEIVED, then checkpointed); ``message.nack``, or no answer,
-means deliver again. ``message.send`` publishes through the gateway (validated, recorded
-TO_SEND/SENT): sends are buffered and delivered before an ack is accepted, and the
+is a failed attempt: delivered again after the spec's backoff, and after the receiver's
+``max_attempts`` moved to ``error`` (GENERR009, the nack's message or the app's exception named)
+so the partition moves on. A nack carrying ``error_code`` (the ``message.nack.error_code``
+extension, advertised in the scope) refuses the message with that code: it is moved, decorated,
+to the code's channel and acknowledged. ``message.send`` publishes through the gateway (validated,
+recorded TO_SEND/SENT): sends are buffered and delivered before an ack is accepted, and the
 ``message.send.flush`` extension reports undelivered sends as :class:`rdss.amgi.SendFailed`.
 Lifespan startup and shutdown run once around the whole run.
 """
@@ -27,6 +31,7 @@ from rdss.amgi.types import Application, MessageSendEvent, SendFailed
 from rdss.gateway.consumer import Received, Receiver, ReceiveStats
 from rdss.gateway.exceptions import GatewayError
 from rdss.gateway.listen import receive_or_wait
+from rdss.retry import SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +49,7 @@ def serve(
     stop: threading.Event | None = None,
     max_messages: int | None = None,
     idle_timeout: float | None = None,
+    backoff: Backoff = SPEC_BACKOFF,
 ) -> ReceiveStats:
     """Run ``app`` on the receiver's channel until ``stop``, ``max_messages`` or ``idle_timeout``."""
     stop = stop or threading.Event()
@@ -53,7 +59,7 @@ def serve(
     try:
         loop.run_until_complete(lifespan.startup())
         idle_since = receiver.clock()
-        handled = 0
+        handled = failures = 0
         while not stop.is_set() and (max_messages is None or handled < max_messages):
             limit = receiver.batch_size if max_messages is None else min(receiver.batch_size, max_messages - handled)
             batch = receive_batch_or_wait(receiver, limit, stop)
@@ -64,14 +70,42 @@ def serve(
             idle_since = receiver.clock()
             for group in _by_partition(batch):
                 result = loop.run_until_complete(
-                    run_scope(app, _events(group), address=address, state=state, outbox=_Outbox(deliver), log=_log)
+                    run_scope(
+                        app,
+                        _events(group),
+                        address=address,
+                        state=state,
+                        outbox=_Outbox(deliver),
+                        log=_log,
+                        nack_error_codes=True,
+                    )
                 )
                 acked = result.settled
                 handled += len(acked)
                 receiver.ack([r for r in group if r.message_id in acked])
+                retrying = 0
                 for received in group:
-                    if received.message_id not in acked:
-                        receiver.nack(received)
+                    if received.message_id in acked:
+                        continue
+                    code, why = result.nacked.get(received.message_id, (None, result.why_unacknowledged()))
+                    if code is not None:
+                        try:
+                            receiver.reject(received, code, why or f"refused with {code}")
+                            handled += 1
+                            continue
+                        except ValueError as error:  # not one of the spec's codes: a plain failure
+                            _log.error("message %s: %s", received.message_id, error)
+                            why = f"nacked with {code!r}, not one of the spec's error codes: {why}"
+                    attempts = receiver.nack(received, why)
+                    if receiver.max_attempts is not None and attempts >= receiver.max_attempts:
+                        handled += 1  # given up on: moved to the error channel
+                    else:
+                        retrying = max(retrying, attempts, 1)
+                if retrying:  # the spec's backoff before the failed messages come again (up to 30 s)
+                    failures += 1
+                    stop.wait(min(30.0, backoff.delay(max(retrying, failures))))
+                else:
+                    failures = 0
         receiver.commit()
         loop.run_until_complete(lifespan.shutdown())
     finally:

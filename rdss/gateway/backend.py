@@ -150,6 +150,13 @@ class Consumer(Protocol):
         partition to the earliest one and reads on from there; a broker requeues each."""
         ...
 
+    def record_failure(self, delivery: Delivery) -> int:
+        """The application failed to process ``delivery`` once more: count it and return the
+        attempts so far. The count is kept with the group's state (a log: the partition's lease
+        row; a broker queue: a header the retried message carries), so it survives a restart of
+        the consumer; the gateway moves a message that reaches ``max_attempts`` to ``error``."""
+        ...
+
     def commit(self) -> None:
         """Persist what :meth:`settle` made final (checkpoints); a no-op for acking transports."""
         ...

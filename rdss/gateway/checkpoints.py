@@ -5,7 +5,9 @@ sort key ``shardId``. A row says who holds the shard (``leaseOwner``), how often
 touched (``leaseCounter``, bumped by every renewal, take-over and checkpoint), the position after
 which the group resumes (``checkpoint``: a sequence number, ``TRIM_HORIZON``, ``LATEST``, or
 ``SHARD_END`` once a closed shard is finished), the shard's parents (a child is read only after
-its parents are finished) and, while a worker is asking for the lease, ``handoffTo``. Every write
+its parents are finished), while a worker is asking for the lease, ``handoffTo``, and while the
+record at the head of the shard keeps failing its handler, ``failedAt`` and ``attempts`` (the
+poison-message count, :meth:`LeaseStore.count_attempt`). Every lease write
 is conditional on what the writer last saw, so two workers can never both believe a write of
 theirs succeeded. Only finished rows get the TTL attribute ``expiresAt``: a live row must never
 disappear.
@@ -80,6 +82,12 @@ class LeaseStore(Protocol):
 
     def release(self, lease: Lease) -> Lease | None:
         """Give the partition up (no owner, no pending hand-off), if current."""
+        ...
+
+    def count_attempt(self, partition: str, position: str) -> int:
+        """One more failed attempt at processing the record at ``position``; returns the attempts
+        so far (1 for a record not counted before). Kept on the partition's row, so a restarted
+        consumer, or the worker that takes the partition over, goes on counting."""
         ...
 
 
@@ -176,6 +184,30 @@ class DynamoLeaseStore:
         done = self._update(lease, "SET leaseCounter = :n REMOVE leaseOwner, handoffTo", *self._mine(lease))
         return replace(lease, owner=None, counter=lease.counter + 1, handoff=None) if done is not None else None
 
+    def count_attempt(self, partition: str, position: str) -> int:
+        # only the record at the head of a partition can be failing (a failure rewinds to it),
+        # so one pair of attributes on the row is enough: which record, and how many attempts
+        key = {"lease": {"S": self.key}, "shardId": {"S": partition}}
+        values: dict[str, Any] = {":one": {"N": "1"}, ":p": {"S": position}}
+        done = self._write(
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="ADD attempts :one",
+            ConditionExpression="failedAt = :p",
+            ExpressionAttributeValues=values,
+            ReturnValues="UPDATED_NEW",
+        )
+        if done is not None:
+            return int(done["attempts"]["N"])
+        self._write(
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET failedAt = :p, attempts = :one",
+            ConditionExpression="attribute_exists(shardId)",  # never a row without a lease
+            ExpressionAttributeValues=values,
+        )
+        return 1
+
     # -- plumbing ------------------------------------------------------------------------------
     @staticmethod
     def _mine(lease: Lease) -> tuple[str, dict[str, Any]]:
@@ -216,6 +248,7 @@ class MemoryLeaseStore:
 
     def __init__(self) -> None:
         self._rows: dict[str, Lease] = {}
+        self._attempts: dict[str, tuple[str, int]] = {}  # partition -> (position, attempts)
         self._lock = threading.Lock()
 
     def leases(self) -> list[Lease]:
@@ -259,6 +292,13 @@ class MemoryLeaseStore:
 
     def release(self, lease: Lease) -> Lease | None:
         return self._swap(lease, replace(lease, owner=None, counter=lease.counter + 1, handoff=None))
+
+    def count_attempt(self, partition: str, position: str) -> int:
+        with self._lock:
+            failed_at, attempts = self._attempts.get(partition, ("", 0))
+            attempts = attempts + 1 if failed_at == position else 1
+            self._attempts[partition] = (position, attempts)
+            return attempts
 
     def _swap(self, expected: Lease, new: Lease, *, require_owner: bool = True) -> Lease | None:
         with self._lock:

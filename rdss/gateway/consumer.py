@@ -9,11 +9,13 @@ same way.)
 
 Between the channel and the application, in order:
 
-* classification (:func:`rdss.validation.validate`, at delivery time): an expired message
-  (GENERR003) is not delivered but moved, decorated, to the ``error`` channel - the spec's Error
-  Message Queue, archived for operators (when reading ``error`` or ``invalid`` themselves it is
-  logged and skipped instead, so nothing loops); any other invalid message is logged with its
-  code and skipped (routing invalid messages is the broker's job, and it already did);
+* classification (:func:`rdss.validation.validate`, at delivery time): a record the consumer
+  cannot accept is never skipped but moved, decorated with its code, to the deployment's
+  ``invalid`` or ``error`` channel (the spec's Invalid and Error Message Queues; the one reject
+  path, :mod:`rdss.rejection`) and then settled: invalid (GENERR001/002/004/007/010, e.g. a
+  malformed messageId written straight onto a data channel), expired (GENERR003). A receiver of
+  ``invalid`` or ``error`` itself logs them instead, so nothing loops; a receiver of a brokered
+  deployment's ``input`` leaves invalid records to the broker, which moves them;
 * de-duplication: a messageId already in the Local Data Repository is dropped, not delivered:
   RECEIVED (or in flight in this receiver) means a duplicate - Kinesis delivers at least once;
   TO_SEND or SENT means the application's own message coming back, which the spec also says to
@@ -23,8 +25,16 @@ Between the channel and the application, in order:
   message; while held they keep the partition's checkpoint behind them, so a restart reads them
   again. A sequence past its expiry (GENERR003) or waiting longer than ``sequence_timeout``
   (GENERR006) goes to the error channel, parts and all, as the sweep does in the deployed system;
+  one whose whole message is invalid goes, every part decorated with the whole's code, to the
+  channel of that code, as the sequencer does;
 * Message Selector: a predicate on the header; messages it rejects are settled, not delivered;
 * Message Throttle: at most N messages a second are handed over.
+
+After delivery the application acknowledges, nacks (a failed attempt: the message comes again;
+after ``max_attempts`` it is poison and moved to ``error`` with GENERR009, the count kept with the
+group's state so that a restart goes on counting) or rejects it with a code of its own
+(:meth:`Received.reject`: moved to that code's channel). Either way nothing blocks the partition
+for ever and nothing is dropped.
 
 Acknowledging records RECEIVED (durable at once) and settles the message's records; positions
 are checkpointed before each poll and every ``commit_interval`` seconds - after the application
@@ -47,7 +57,7 @@ import orjson
 
 from rdss import timestamps
 from rdss.errors import ErrorCode
-from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing
+from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.throttle import Throttle
 from rdss.messages import Message
 from rdss.rejection import Rejector
@@ -62,6 +72,8 @@ Selector = Callable[[Mapping[str, Any]], bool]
 Publish = Callable[[Sequence[Outgoing]], list[Outcome]]
 
 _RECENT = 10_000
+#: Failed attempts after which a message is poison (the first attempt and four retries).
+MAX_ATTEMPTS = 5
 _UNLIMITED = Rejector()
 
 
@@ -92,6 +104,8 @@ class Received:
     deliveries: tuple[Delivery, ...]
     #: The headers of those records (one per part), for the Local Data Repository.
     parts: tuple[Mapping[str, Any], ...]
+    #: The receiver it came from (for :meth:`reject`).
+    receiver: Receiver | None = field(default=None, compare=False, repr=False)
 
     @property
     def header(self) -> Mapping[str, Any]:
@@ -114,6 +128,14 @@ class Received:
     def body(self) -> Any:
         return self.message.get("messageBody")
 
+    def reject(self, error_code: str, description: str) -> None:
+        """Refuse the message with one of the spec's codes (an application's: APPERRMET001-004,
+        APPERRVOC002; or any GENERR): it is moved, decorated, to that code's channel and
+        acknowledged. See :meth:`Receiver.reject`."""
+        if self.receiver is None:
+            raise RuntimeError("this message was not handed out by a Receiver")
+        self.receiver.reject(self, error_code, description)
+
 
 @dataclass
 class ReceiveStats:
@@ -126,9 +148,15 @@ class ReceiveStats:
     #: This application's own messages (TO_SEND or SENT in its repository) coming back.
     own: int = 0
     filtered: int = 0
+    #: Records the classifier refused (whole messages, and parts of invalid sequences): moved,
+    #: decorated, to the invalid or error channel of their code.
     invalid: int = 0
     #: Expired messages (and parts of expired or timed-out sequences) moved to the error channel.
     expired: int = 0
+    #: Messages the application refused with a code (:meth:`Received.reject`, ``Rejected``).
+    rejected: int = 0
+    #: Messages whose handler failed ``max_attempts`` times: moved to ``error`` (GENERR009).
+    poison: int = 0
     #: Records read from the channel.
     records: int = 0
     #: Seconds the throttle held deliveries back.
@@ -155,6 +183,8 @@ class Receiver:
         *,
         publish: Publish,
         rejector: Rejector | None = _UNLIMITED,
+        move_invalid: bool = True,
+        max_attempts: int | None = MAX_ATTEMPTS,
         selector: Selector | None = None,
         throttle: float | None = None,
         batch_size: int = 100,
@@ -172,6 +202,11 @@ class Receiver:
         #: How records that will not be delivered are moved; None: logged and settled instead
         #: (a receiver of the invalid or error channel itself, so nothing loops).
         self.rejector = rejector
+        #: False where another part of the system moves invalid records (the broker, for the
+        #: deployment's ``input``): they are then logged and settled, not moved twice.
+        self.move_invalid = move_invalid
+        #: Failed attempts (nacks) after which a message is poison: moved to ``error``, GENERR009.
+        self.max_attempts = max_attempts
         self.selector = selector
         self.throttle = Throttle(throttle, clock=clock, sleep=sleep) if throttle else None
         self.batch_size = batch_size
@@ -254,10 +289,80 @@ class Receiver:
         if self.clock() - self._last_commit >= self.commit_interval:
             self.commit()
 
-    def nack(self, received: Received) -> None:
+    def nack(self, received: Received, reason: BaseException | str | None = None, *, count: bool = True) -> int:
         """Not processed: deliver it again. Its partition is rewound to it, so the messages after
         it in that partition come again too (those already acknowledged are then dropped as
-        duplicates); what this receiver had read beyond it is forgotten."""
+        duplicates); what this receiver had read beyond it is forgotten.
+
+        Each nack is a failed attempt, counted with the group's state (it survives a restart).
+        At ``max_attempts`` the message is poison: instead of coming again it is moved to the
+        ``error`` channel decorated with GENERR009 and an errorDescription naming ``reason`` (the
+        handler's exception), recorded RECEIVED with that code, and the partition moves on.
+
+        Args:
+            reason: why it failed (the exception the handler raised).
+            count: False when the failure was not the application's (the repository could not
+                be written): delivered again without counting an attempt.
+
+        Returns:
+            The failed attempts so far (0 when not counted); ``>= max_attempts``: moved.
+        """
+        attempts = self._count_failure(received) if count and self.max_attempts is not None else 0
+        if self.max_attempts is not None and attempts >= self.max_attempts:
+            description = f"gave up after {attempts} failed attempts: {_describe(reason)}"
+            _log.error("%s: %s: %s %s", self.channel, received.message_id, ErrorCode.GENERR009, description)
+            if self._move_message(received, ErrorCode.GENERR009, description):
+                self.stats.poison += 1
+                return attempts
+        self._rewind(received)
+        return attempts
+
+    def reject(self, received: Received, error_code: str, description: str) -> None:
+        """The application refuses the message with one of the spec's codes (APPERRMET001-004,
+        APPERRVOC002, or any GENERR): it is moved, decorated with the code and ``description``,
+        to that code's channel (:mod:`rdss.rejection`), recorded RECEIVED with the code, and
+        acknowledged. If it cannot be moved it is delivered again rather than lost.
+
+        Raises:
+            ValueError: ``error_code`` is not one of the spec's codes.
+        """
+        code = ErrorCode(error_code)
+        if not description:
+            raise ValueError("a rejection needs an errorDescription")
+        if self._move_message(received, code, description):
+            self.stats.rejected += 1
+        else:
+            self._rewind(received)
+
+    def _count_failure(self, received: Received) -> int:
+        try:
+            return self.consumer.record_failure(received.deliveries[0])
+        except TransportError:
+            raise
+        except Exception as error:  # the count could not be kept: keep trying rather than give up early
+            _log.warning("%s: could not count a failed attempt at %s: %s", self.channel, received.message_id, error)
+            return 0
+
+    def _move_message(self, received: Received, code: ErrorCode, description: str) -> bool:
+        """Move a received message's records to the channel of ``code``, record it RECEIVED with
+        the code, settle it. False (nothing settled) when a record could not be moved."""
+        unmoved = self._move([(d, code, description) for d in received.deliveries], settle=False)
+        if unmoved:
+            return False
+        try:
+            self.repository.record([Entry.of(h, RECEIVED, error_code=str(code)) for h in received.parts])
+        except TransportError:
+            raise
+        except Exception as error:  # moved already: a re-read is then moved again, never lost
+            _log.error("%s: could not record %s as %s: %s", self.channel, received.message_id, code, error)
+        self.consumer.settle(received.deliveries)
+        for delivery in received.deliveries:
+            self._order.pop(delivery.id, None)
+        for header in received.parts:
+            self._forget(str(header["messageId"]), recent=True)
+        return True
+
+    def _rewind(self, received: Received) -> None:
         self.stats.redelivered += 1
         dropped: list[Delivery] = list(received.deliveries)
         for header in received.parts:
@@ -307,22 +412,27 @@ class Receiver:
         ]
         statuses = self.repository.statuses(ids) if ids else {}
         skipped: list[Delivery] = []
-        expired: list[tuple[Delivery, ErrorCode, str]] = []
+        moving: list[tuple[Delivery, ErrorCode, str]] = []
         for delivery, verdict in zip(deliveries, verdicts, strict=True):
             self._order[delivery.id] = next(self._counter)
             if verdict.error_code is ErrorCode.GENERR003:
-                expired.append((delivery, ErrorCode.GENERR003, verdict.error_description or ""))
+                self.stats.expired += 1
+                moving.append((delivery, ErrorCode.GENERR003, verdict.error_description or ""))
                 continue
             if not verdict.valid or verdict.message is None:
-                _log.warning(
-                    "%s: record %s skipped: %s %s",
-                    self.channel,
-                    delivery.id,
-                    verdict.error_code,
-                    verdict.error_description,
-                )
+                assert verdict.error_code is not None
                 self.stats.invalid += 1
-                skipped.append(delivery)
+                if self.move_invalid:  # the spec: moved to the Invalid (or Error) Message Queue
+                    moving.append((delivery, verdict.error_code, verdict.error_description or ""))
+                else:
+                    _log.warning(
+                        "%s: record %s not delivered (the broker moves it): %s %s",
+                        self.channel,
+                        delivery.id,
+                        verdict.error_code,
+                        verdict.error_description,
+                    )
+                    skipped.append(delivery)
                 continue
             header = verdict.message["messageHeader"]
             message_id = str(header["messageId"])
@@ -339,11 +449,11 @@ class Receiver:
                 skipped.extend(self._hold(delivery, verdict, now))
             else:
                 self._in_flight.add(message_id)
-                self._offer(Received(verdict.message, delivery.payload, self.channel, (delivery,), (header,)))
+                self._offer(Received(verdict.message, delivery.payload, self.channel, (delivery,), (header,), self))
         self.consumer.settle(skipped)
         for delivery in skipped:
             self._order.pop(delivery.id, None)
-        self._to_error(expired)
+        self._move(moving)
 
     def _hold(self, delivery: Delivery, verdict: Verdict, now: datetime) -> list[Delivery]:
         """Hold one part; deliver its sequence when complete. Returns deliveries to settle."""
@@ -358,29 +468,32 @@ class Receiver:
         self._in_flight.add(str(header["messageId"]))
         try:
             whole = self._reassembler.add(verdict.message)
-        except SequenceError as error:
-            _log.warning("%s: sequence %s dropped: %s", self.channel, sequence["sequence"], error)
-            return self._release(sequence["sequence"])
+        except SequenceError as error:  # parts that do not join: the sequencer's GENERR001
+            parts = self._release(sequence["sequence"])
+            self.stats.invalid += len(parts)
+            self._move([(d, ErrorCode.GENERR001, f"sequence {sequence['sequence']}: {error}") for d in parts])
+            return []
         if whole is None:
             return []
         del self._held[sequence["sequence"]]
         ordered = [held.parts[position] for position in sorted(held.parts)]
         check = validate_message(whole, now=now)
-        if not check.valid:
-            _log.warning(
-                "%s: sequence %s skipped: %s %s",
-                self.channel,
-                sequence["sequence"],
-                check.error_code,
-                check.error_description,
-            )
-            self.stats.invalid += 1
+        if not check.valid:  # every part goes, decorated with the whole message's code
+            assert check.error_code is not None
             for _, part in ordered:
                 self._forget(str(part["messageId"]))
-            return [d for d, _ in ordered]
+            why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
+            self.stats.invalid += len(ordered)
+            self._move([(d, check.error_code, why) for d, _ in ordered])
+            return []
         self._offer(
             Received(
-                whole, orjson.dumps(whole), self.channel, tuple(d for d, _ in ordered), tuple(h for _, h in ordered)
+                whole,
+                orjson.dumps(whole),
+                self.channel,
+                tuple(d for d, _ in ordered),
+                tuple(h for _, h in ordered),
+                self,
             )
         )
         return []
@@ -412,7 +525,8 @@ class Receiver:
             if _expired(received.header, self.now()):  # delivery is attempted now, not at read time
                 for header in received.parts:
                     self._forget(str(header["messageId"]))
-                self._to_error([(d, ErrorCode.GENERR003, "expirationTimestamp passed") for d in received.deliveries])
+                self.stats.expired += len(received.deliveries)
+                self._move([(d, ErrorCode.GENERR003, "expirationTimestamp passed") for d in received.deliveries])
                 continue
             self.stats.delivered += 1
             return received
@@ -470,16 +584,21 @@ class Receiver:
                 now=now.timestamp(),
                 timeout=self.sequence_timeout,
             )
-            if verdict is not None:
-                code, why = verdict
-                self._to_error([(d, code, why) for d in self._release(incomplete.sequence)])
+            if verdict is None:
+                continue
+            code, why = verdict
+            parts = self._release(incomplete.sequence)
+            self.stats.expired += len(parts)
+            self._move([(d, code, why) for d in parts])
 
-    def _to_error(self, items: list[tuple[Delivery, ErrorCode, str]]) -> None:
-        """Move records, decorated, to the channel of their code (or log them), then settle them."""
+    def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
+        """Move records, decorated, to the channel of their code (the one reject path,
+        :mod:`rdss.rejection`) - or, on a receiver of the invalid or error channel itself, log
+        them, so nothing loops - and settle them. Returns those that could not be moved: they are
+        left unsettled (read again, never lost). ``settle=False`` leaves settling to the caller."""
         if not items:
-            return
-        self.stats.expired += len(items)
-        done = [d for d, _, _ in items]
+            return []
+        unmoved: list[Delivery] = []
         if self.rejector is None:
             for delivery, code, why in items:
                 _log.warning("%s: record %s not delivered: %s %s", self.channel, delivery.id, code, why)
@@ -490,13 +609,14 @@ class Receiver:
                     rejection = self.rejector.reject(delivery.payload, code, why)
                 except Exception as error:  # not settled: read again after a restart, never lost
                     _log.error("%s: record %s (%s) could not be moved: %s", self.channel, delivery.id, code, error)
-                    done.remove(delivery)
+                    unmoved.append(delivery)
                     continue
                 key = delivery.key or delivery.id
                 moving.append((delivery, Outgoing(rejection.channel, rejection.record, key, rejection.headers)))
             outcomes = self.publish([outgoing for _, outgoing in moving]) if moving else []
             for outcome, (delivery, outgoing) in zip(outcomes, moving, strict=True):
-                if not outcome.ok:  # the message was not going to be delivered anyway: say so loudly
+                if not outcome.ok:  # left unsettled: read again after a restart rather than lost
+                    unmoved.append(delivery)
                     _log.error(
                         "%s: record %s (%s) could not be moved to %s: %s %s",
                         self.channel,
@@ -506,9 +626,12 @@ class Receiver:
                         ErrorCode.GENERR005 if outcome.retries_exhausted else ErrorCode.GENERR006,
                         outcome.error_code,
                     )
-        self.consumer.settle(done)
-        for delivery in done:
-            self._order.pop(delivery.id, None)
+        if settle:
+            done = [d for d, _, _ in items if d not in unmoved]
+            self.consumer.settle(done)
+            for delivery in done:
+                self._order.pop(delivery.id, None)
+        return unmoved
 
     def _forget(self, message_id: str, *, recent: bool = False) -> None:
         self._in_flight.discard(message_id)
@@ -532,3 +655,10 @@ def _expires_at(header: Mapping[str, Any]) -> float | None:
 def _expired(header: Mapping[str, Any], now: datetime) -> bool:
     expires_at = _expires_at(header)
     return expires_at is not None and expires_at <= now.timestamp()
+
+
+def _describe(reason: BaseException | str | None) -> str:
+    """An errorDescription naming what failed: the exception's type and message."""
+    if isinstance(reason, BaseException):
+        return f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+    return reason or "nacked without a reason"

@@ -72,3 +72,14 @@ class RequestFailed(GatewayError):
         self.request_id = request_id
         self.reply = reply
         super().__init__(f"{error_code}: {error_description} (the reply to {request_id})")
+
+
+class Rejected(GatewayError):
+    """Raised by a ``listen`` handler to refuse the message with one of the spec's codes
+    (APPERRMET001-004, APPERRVOC002, or any GENERR): the gateway moves it, decorated with the
+    code and description, to that code's channel and acknowledges it (no retry)."""
+
+    def __init__(self, error_code: str, error_description: str) -> None:
+        self.error_code = str(error_code)
+        self.error_description = error_description
+        super().__init__(f"{error_code}: {error_description}")

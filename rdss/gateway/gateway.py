@@ -19,7 +19,7 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.amgi.types import Application
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
-from rdss.gateway.consumer import Received, Receiver, ReceiveStats, Selector
+from rdss.gateway.consumer import MAX_ATTEMPTS, Received, Receiver, ReceiveStats, Selector
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
 from rdss.gateway.listen import Handler, listen
 from rdss.gateway.send import Receipt, Sendable, Sender
@@ -129,6 +129,7 @@ class Gateway:
         batch_size: int = 100,
         poll_interval: float = 1.0,
         sequence_timeout: float = SEQUENCE_TIMEOUT_SECONDS,
+        max_attempts: int | None = MAX_ATTEMPTS,
     ) -> Receiver:
         """A Polling Consumer of ``channel`` (see :class:`rdss.gateway.consumer.Receiver`).
 
@@ -141,6 +142,9 @@ class Gateway:
             selector: Message Selector - a predicate on the messageHeader.
             throttle: Message Throttle - at most this many messages per second.
             poll_interval: seconds between polls of an empty channel.
+            max_attempts: failed attempts (nacks) after which a message is poison: moved to the
+                ``error`` channel (GENERR009) so the partition moves on. The count is kept with
+                the group's state and survives a restart. None: retried for ever.
         """
         consumer = self.transport.consumer(channel, group=group or self.application, start=start)
         return Receiver(
@@ -148,6 +152,9 @@ class Gateway:
             self.repository,
             publish=self._publish,
             rejector=None if channel in _ERROR_CHANNELS else self.rejector,
+            # on a brokered deployment the broker moves what is invalid on input
+            move_invalid=not (channel == "input" and self.url.scheme in _BROKERED),
+            max_attempts=max_attempts,
             selector=selector,
             throttle=throttle,
             batch_size=batch_size,
@@ -164,16 +171,20 @@ class Gateway:
         max_messages: int | None = None,
         idle_timeout: float | None = None,
         kind: Literal["auto", "callback", "amgi"] = "auto",
+        backoff: Backoff = SPEC_BACKOFF,
         **options: Any,
     ) -> ReceiveStats:
         """The Event-Driven Consumer: hand each message of ``channel`` to ``handler``.
 
-        ``handler`` is a plain callback ``handler(received)`` (returning acknowledges, raising
-        redelivers) or an AMGI application (``async def app(scope, receive, send)``; one
-        ``message`` scope per partition batch, ack / nack per message). ``kind="auto"`` tells
-        them apart by the coroutine function. Blocks until ``stop`` is set, ``max_messages``
-        were processed, or nothing arrived for ``idle_timeout`` seconds. ``options`` are those
-        of :meth:`receiver`.
+        ``handler`` is a plain callback ``handler(received)`` (returning acknowledges; raising
+        :class:`Rejected` refuses the message with its code; raising anything else redelivers it
+        after ``backoff``) or an AMGI application (``async def app(scope, receive, send)``; one
+        ``message`` scope per partition batch, ack / nack per message, a nack carrying an
+        ``errorCode`` refuses with that code). ``kind="auto"`` tells them apart by the coroutine
+        function. After ``max_attempts`` failed attempts (an option of :meth:`receiver`,
+        default 5) a message is moved to ``error`` (GENERR009) and the partition moves on.
+        Blocks until ``stop`` is set, ``max_messages`` were handled, or nothing arrived for
+        ``idle_timeout`` seconds. ``options`` are those of :meth:`receiver`.
         """
         with self.receiver(channel, **options) as receiver:
             if kind == "amgi" or (kind == "auto" and _is_amgi(handler)):
@@ -185,8 +196,16 @@ class Gateway:
                     stop=stop,
                     max_messages=max_messages,
                     idle_timeout=idle_timeout,
+                    backoff=backoff,
                 )
-            return listen(receiver, handler, stop=stop, max_messages=max_messages, idle_timeout=idle_timeout)  # type: ignore[arg-type]
+            return listen(
+                receiver,
+                handler,  # type: ignore[arg-type]
+                stop=stop,
+                max_messages=max_messages,
+                idle_timeout=idle_timeout,
+                backoff=backoff,
+            )
 
     # -- request-reply -------------------------------------------------------------------------
     def request(self, message: Sendable, timeout: float, *, reply_to: str = "responses") -> Message:

@@ -12,7 +12,9 @@ module turns it into a :class:`rdss.gateway.backend.Consumer`:
 * competing consumers: with a group, the partitions read are those this worker leases
   (:mod:`rdss.gateway.leases`); a lost lease drops the partition at once;
 * resharding: a child partition is read only after its parents are finished (``SHARD_END``);
-* redelivery: the partition is rewound to the earliest delivery to retry.
+* redelivery: the partition is rewound to the earliest delivery to retry;
+* failed attempts at a delivery are counted on the partition's lease row, so a consumer
+  restarted between attempts goes on counting (poison messages, ``max_attempts``).
 
 Without a group (a browser) nothing is recorded; partitions are followed in the same order.
 """
@@ -135,6 +137,7 @@ class PartitionedConsumer:
         self.clock = clock
         self._cursors: dict[str, _Cursor] = {}
         self._finished: set[str] = set()
+        self._attempts: dict[str, tuple[str, int]] = {}
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._next_refresh = 0.0
@@ -203,6 +206,15 @@ class PartitionedConsumer:
                 cursor.ended = False
                 cursor.epoch += 1
                 self.log.open(name, StartAt("at", order[index]))
+
+    def record_failure(self, delivery: Delivery) -> int:
+        if self.coordinator is not None:  # on the partition's row: a restart goes on counting
+            return self.coordinator.store.count_attempt(delivery.partition, delivery.position)
+        with self._lock:  # a browser has no group state: its counts last as long as it does
+            failed_at, attempts = self._attempts.get(delivery.partition, ("", 0))
+            attempts = attempts + 1 if failed_at == delivery.position else 1
+            self._attempts[delivery.partition] = (delivery.position, attempts)
+            return attempts
 
     def commit(self) -> None:
         with self._lock:

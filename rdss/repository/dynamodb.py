@@ -349,6 +349,7 @@ class DynamoRepository:
             status=str(item.get("status", "")),
             return_address=item.get("returnAddress"),
             correlation_id=item.get("correlationId"),
+            error_code=item.get("errorCode"),
         )
 
 

@@ -74,9 +74,12 @@ class Entry:
     status: str
     return_address: str | None = None
     correlation_id: str | None = None
+    #: Set for a message received and moved to the invalid or error channel instead of being
+    #: processed (the application refused it, or its handler failed too often: GENERR009).
+    error_code: str | None = None
 
     @classmethod
-    def of(cls, header: Mapping[str, Any], status: str) -> Entry:
+    def of(cls, header: Mapping[str, Any], status: str, *, error_code: str | None = None) -> Entry:
         """The entry for a message with this header."""
         sequence = header.get("messageSequence") or {}
         return cls(
@@ -88,6 +91,7 @@ class Entry:
             status=status,
             return_address=header.get("returnAddress"),
             correlation_id=header.get("correlationId"),
+            error_code=error_code,
         )
 
     def attributes(self) -> dict[str, Any]:
@@ -99,6 +103,7 @@ class Entry:
             "status": self.status,
             "returnAddress": self.return_address,
             "correlationId": self.correlation_id,
+            "errorCode": self.error_code,
         }
 
 

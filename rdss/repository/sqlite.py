@@ -40,6 +40,12 @@ class SqliteRepository:
             "message_class TEXT, message_type TEXT, sequence TEXT, position INTEGER, status TEXT NOT NULL, "
             "return_address TEXT, correlation_id TEXT, updated REAL NOT NULL, PRIMARY KEY (application, message_id))"
         )
+        # the code a message received and moved instead of processed was moved with (a column
+        # files written before it existed gain on first use)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
+        if "error_code" not in columns:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                self._db.execute("ALTER TABLE messages ADD COLUMN error_code TEXT")
 
     def record(self, entries: Sequence[Entry]) -> None:
         if not entries:
@@ -57,13 +63,19 @@ class SqliteRepository:
                 e.return_address,
                 e.correlation_id,
                 now,
+                e.error_code,
             )
             for e in entries
         ]
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO messages (application, message_id, message_class, message_type, sequence, "
+                    "position, status, return_address, correlation_id, updated, error_code) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -82,13 +94,15 @@ class SqliteRepository:
     def entry(self, message_id: str) -> Entry | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT message_class, message_type, sequence, position, status, return_address, correlation_id "
-                "FROM messages WHERE application = ? AND message_id = ?",
+                "SELECT message_class, message_type, sequence, position, status, return_address, correlation_id, "
+                "error_code FROM messages WHERE application = ? AND message_id = ?",
                 (self.application, message_id),
             ).fetchone()
         if row is None:
             return None
-        return Entry(message_id, row[0] or "", row[1] or "", row[2] or "", int(row[3] or 1), row[4], row[5], row[6])
+        return Entry(
+            message_id, row[0] or "", row[1] or "", row[2] or "", int(row[3] or 1), row[4], row[5], row[6], row[7]
+        )
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):

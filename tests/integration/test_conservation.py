@@ -1,7 +1,12 @@
 """Conservation: thousands of messages, invalid ones, duplicates and sequences, pushed through
 the local runtime while PutRecords partially fails, DynamoDB throttles and the broker dies
-mid-batch. Every input must be accounted for exactly once - routed, invalid, error or
-duplicate - no message routed twice, and the audit archive must hold every record published."""
+mid-batch - and on some records dies every time until an operator redrives the batches it
+parked. Every input must be accounted for exactly once - routed, invalid, error or duplicate -
+no message routed twice, and the audit archive must hold every record published (and redriven).
+
+Then a vendor's gateway consumes the metadata channel: some messages are poison to its handler,
+and invalid records were written straight onto the channel. Each routed message is processed
+once or moved to ``error`` (GENERR009) once; each invalid record is moved to ``invalid`` once."""
 
 from __future__ import annotations
 
@@ -14,11 +19,16 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss import decoration
+from rdss.cli import main
+from rdss.gateway import Gateway, Received
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
+from rdss.putrecords import PutRecordsBatcher, Record
+from rdss.retry import Backoff
 from rdss.sequences import split
 from tests.support.faults import Proxy, client_error, partial_put_records
-from tools.accounting import Input, account
+from tools.accounting import Input, account, read_channel
 from tools.workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -28,11 +38,16 @@ class Crash(BaseException):
     """The function dies: a timeout, out of memory. Nothing inside it can catch this."""
 
 
-def faulty_clients(endpoint: Endpoint):
+def faulty_clients(endpoint: Endpoint, stuck: set[str]):
+    """Broker clients with faults; ``stuck`` messageIds crash the broker whenever it claims them
+    (until the set is emptied), so their batches end in the on-failure queue."""
     rng = random.Random(5)
-    state = {"throttles": 8, "crashes": 3, "ledgers": 0}
+    state = {"throttles": 8, "crashes": 3, "ledgers": 0, "stuck": 0}
 
     def transact(real: Any, **kwargs: Any) -> Any:
+        if any(item["Put"]["Item"]["messageId"]["S"] in stuck for item in kwargs["TransactItems"]):
+            state["stuck"] += 1
+            raise Crash("the broker dies on this record every time")
         if state["throttles"] > 0 and rng.random() < 0.3:
             state["throttles"] -= 1
             raise client_error("ProvisionedThroughputExceededException", "TransactWriteItems")
@@ -84,9 +99,14 @@ def invalid_variants(workload: Workload, count: int) -> list[tuple[str, bytes]]:
     return made
 
 
-def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoint):
-    clients, state = faulty_clients(endpoint)
-    settings = Settings(environment=f"c{uuid.uuid4().hex[:8]}", shards=2, batch_size=100, sweep_interval=3600)
+def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch):
+    for name, value in endpoint.environment().items():  # for `rdss redrive`, as an operator would
+        monkeypatch.setenv(name, value)
+    stuck: set[str] = set()
+    clients, state = faulty_clients(endpoint, stuck)
+    settings = Settings(
+        environment=f"c{uuid.uuid4().hex[:8]}", shards=2, batch_size=100, sweep_interval=3600, max_retries=2
+    )
     runtime = Runtime(endpoint, settings, clients=clients)
     runtime.provision()
     workload = Workload(2026)
@@ -106,6 +126,8 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     items.append(("sequence-invalid", [orjson.dumps(p) for p in split(bad, 9_000)]))
     items.append(("duplicate-part", [copy.copy(items[-2][1][1])]))  # a part published twice
 
+    # the broker dies on these whenever it meets them, until the operator steps in
+    stuck.update(valid[i]["messageHeader"]["messageId"] for i in rng.sample(range(len(valid)), 5))
     payloads = [p for _, records in items for p in records]
     published = runtime.publish(payloads)
     inputs, cursor = [], 0
@@ -113,6 +135,15 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
         inputs.append(Input(name, published[cursor : cursor + len(records)]))
         cursor += len(records)
 
+    runtime.drain(timeout=600)
+    parked = runtime.failed_batches()["broker"]
+    assert parked >= 1  # the batches with a stuck record
+    assert sum(o == "unaccounted" for o in (a.outcome for a in account(runtime, inputs).inputs)) >= len(stuck)
+
+    # the operator fixes the cause, then redrives what the mapping parked
+    stuck.clear()
+    assert main(["redrive", "--env", settings.environment, "--dry-run"]) == 0
+    assert main(["redrive", "--env", settings.environment]) == 0
     runtime.drain(timeout=600)
     result = account(runtime, inputs)
     outcomes = result.outcomes()
@@ -137,13 +168,60 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     assert len(result.routed_ids) == len(valid) + sum(
         len(r) for n, r in items if n.startswith("sequence-") and n != "sequence-invalid"
     )
-    # the audit archive holds every record published, as published
-    assert Counter(result.audit_records) == Counter(payloads)
+    # the audit archive holds every record published, as published - and each redriven copy
+    audit = Counter(result.audit_records)
+    assert Counter(payloads) - audit == Counter()  # nothing published is missing
+    redriven = audit - Counter(payloads)
+    assert set(redriven) <= set(payloads)  # and what is there twice was redriven, once
+    assert 1 <= redriven.total() <= sum(b.batch_size for b in runtime.mappings["broker"].stats.failed_batches)
     # the faults really happened
     assert state["crashes"] == 0
     assert state["throttles"] < 8
     broker = runtime.mappings["broker"].stats
     assert broker.function_errors >= 3
     assert broker.bisections >= 1
+    assert state["stuck"] >= parked
     assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
+
+    consume_metadata(runtime, endpoint, read_channel(runtime, "metadata"), workload)
     runtime.deprovision()
+
+
+def consume_metadata(runtime: Runtime, endpoint: Endpoint, routed: list[bytes], workload: Workload) -> None:
+    """A vendor's consumer of ``metadata``: poison messages and invalid records written straight
+    onto the channel are moved, never skipped, never stuck; everything else is processed once."""
+    headers = [orjson.loads(r)["messageHeader"] for r in routed]
+    whole = sorted(h["messageId"] for h in headers if h["messageSequence"]["total"] == 1)
+    sequences = {h["messageSequence"]["sequence"] for h in headers if h["messageSequence"]["total"] > 1}
+    poison = set(random.Random(11).sample(whole, 4))
+    direct = [payload for _, payload in invalid_variants(workload, 10) if b"2020-01-01T00:00:00Z" not in payload]
+    stream = runtime.deployment.stream("metadata")
+    report = PutRecordsBatcher(endpoint.client("kinesis")).put(
+        [Record(stream, payload, f"direct-{i}") for i, payload in enumerate(direct)]
+    )
+    assert report.ok
+    url = f"kinesis://{runtime.deployment.environment}?endpoint={endpoint.url}&region={endpoint.region}"
+    processed: Counter[str] = Counter()
+
+    def handler(received: Received) -> None:
+        if received.message_id in poison:
+            raise ValueError(f"cannot map {received.message_type} to the repository's schema")
+        processed[received.message_id] += 1
+
+    with Gateway(url, application="vendor", lease_duration=2.0) as vendor:
+        stats = vendor.listen(
+            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=5, poll_interval=0.05
+        )
+        entries = {i: vendor.repository.entry(i) for i in poison}
+    assert set(whole) - poison <= set(processed)  # every other routed message processed...
+    assert len(processed) == len(whole) - len(poison) + len(sequences)  # (sequences as one message)
+    assert max(processed.values()) == 1  # ...once
+    assert stats.poison == len(poison)
+    assert stats.invalid == len(direct)
+    moved = [orjson.loads(r)["messageHeader"] for r in read_channel(runtime, "error")]
+    assert Counter(h["messageId"] for h in moved if h.get("errorCode") == "GENERR009") == Counter(poison)
+    assert all("ValueError: cannot map" in h["errorDescription"] for h in moved if h.get("messageId") in poison)
+    assert all(e is not None and (e.status, e.error_code) == ("RECEIVED", "GENERR009") for e in entries.values())
+    # each record written straight onto the channel is on invalid once, its bytes intact
+    originals = Counter(decoration.original(r) for r in read_channel(runtime, "invalid"))
+    assert all(originals[payload] == 1 for payload in direct)

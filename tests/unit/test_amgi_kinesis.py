@@ -290,3 +290,51 @@ def test_unknown_ids_and_event_types_are_refused():
 
     # the app's error surfaces as a failed (un-acknowledged) record, not a crash
     assert handler_for(app)(event(("1", b"a")), None) == {"batchItemFailures": [{"itemIdentifier": "1"}]}
+
+
+def test_a_nack_with_an_error_code_moves_the_record_when_the_server_knows_the_channels():
+    """Given where invalid and error are, a nack carrying one of the spec's codes refuses the
+    record: decorated onto the code's channel and acknowledged. An unknown code is a plain nack."""
+    from rdss import decoration
+    from rdss.amgi.kinesis import Rejections
+    from rdss.amgi.types import NACK_ERROR_CODE_EXTENSION
+    from rdss.rejection import Rejector
+
+    extensions: list[dict] = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "message":
+            return
+        extensions.append(scope["extensions"])
+        more = True
+        while more:
+            message = await receive()
+            code = {"1": "APPERRMET002", "2": "NOT-A-CODE"}.get(message["id"])
+            if code is None:
+                await send({"type": "message.ack", "id": message["id"]})
+            else:
+                await send(
+                    {"type": "message.nack", "id": message["id"], "message": "no such dataset", "error_code": code}
+                )
+            more = message.get("more_messages", False)
+
+    kinesis = FakeKinesis()
+    handler = KinesisEventSourceMappingHandler(
+        app,
+        kinesis=kinesis,
+        backoff=Backoff(max_retries=2, base=0.0),
+        sleep=lambda s: None,
+        rejections=Rejections({"invalid": "rdss-dev-invalid", "error": "rdss-dev-error"}, Rejector()),
+    )
+    answer = handler(event(("1", b'{"refused": 1}'), ("2", b'{"unknown code": 2}'), ("3", b'{"fine": 3}')))
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "2"}]}  # retried like any nack
+    assert NACK_ERROR_CODE_EXTENSION in extensions[0]
+    [call] = kinesis.calls
+    assert call["StreamName"] == "rdss-dev-invalid"  # APPERRMET002: the invalid channel
+    [moved] = call["Records"]
+    assert decoration.original(moved["Data"]) == b'{"refused": 1}'
+    assert moved["PartitionKey"] == "pk-1"
+    # without rejections configured the extension is not offered and the nack retries
+    plain = handler_for(app)
+    assert plain(event(("1", b"{}")))["batchItemFailures"] == [{"itemIdentifier": "1"}]
+    assert NACK_ERROR_CODE_EXTENSION not in extensions[-1]

@@ -14,13 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import timestamps
+from rdss import decoration, timestamps
 from rdss.gateway import Gateway, MessageRefused, Received, RequestFailed, RequestTimeout, SendFailed, select
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.consumer import Receiver
 from rdss.messages import new_message, reply
 from rdss.repository.entries import RECEIVED, SENT, TO_SEND
 from rdss.retry import Backoff
+from rdss.sequences import split
 from rdss.validation import validate
 from tools.workload import Workload
 
@@ -321,6 +322,57 @@ def test_expired_messages_go_decorated_to_the_error_channel_not_to_the_applicati
     from rdss import decoration
 
     assert decoration.original(moved) == payload
+
+
+def test_a_sequence_whose_whole_message_is_invalid_goes_part_by_part_to_invalid(bus_name):
+    whole = Workload(19).large(30_000)
+    whole["messageBody"]["objectTitle"] = 7  # wrong type: GENERR001, seen only once reassembled
+    parts = [orjson.dumps(p) for p in split(whole, 9_000)]
+    memory_backend.bus(bus_name).put_records(
+        StreamName="metadata", Records=[{"Data": p, "PartitionKey": "seq"} for p in parts]
+    )
+    with gateway(bus_name).receiver("metadata", poll_interval=0.01) as inbox:
+        assert inbox.receive(timeout=0.3) is None
+    assert inbox.stats.invalid == len(parts)
+    moved = memory_backend.bus(bus_name).payloads("invalid")
+    assert [decoration.original(m) for m in moved] == parts  # every part, in order, bytes intact
+    for record in moved:
+        header = orjson.loads(record)["messageHeader"]
+        assert header["errorCode"] == "GENERR001"
+        sequence = orjson.loads(parts[0])["messageHeader"]["messageSequence"]["sequence"]
+        assert header["errorDescription"].startswith(f"sequence {sequence} (whole message): messageBody.objectTitle")
+
+
+def test_a_rejection_needs_one_of_the_specs_codes(bus_name):
+    gateway(bus_name, "producer").send(Workload(20).message("MetadataDelete", "Event"), channel="metadata")
+    with gateway(bus_name).receiver("metadata", poll_interval=0.01) as inbox:
+        received = inbox.receive(timeout=1)
+        assert received is not None
+        with pytest.raises(ValueError, match="APPERRXYZ"):
+            received.reject("APPERRXYZ", "not a code of the spec")
+        received.reject("APPERRMET002", "no such dataset")
+        assert inbox.receive(timeout=0.2) is None  # acknowledged: not delivered again
+    [moved] = memory_backend.bus(bus_name).payloads("invalid")
+    assert orjson.loads(moved)["messageHeader"]["errorCode"] == "APPERRMET002"
+    assert inbox.stats.rejected == 1
+
+
+def test_without_max_attempts_a_failing_message_is_retried_for_ever(bus_name):
+    gateway(bus_name, "producer").send(Workload(21).message("MetadataDelete", "Event"), channel="metadata")
+    calls = []
+    stop = threading.Event()
+
+    def handler(received: Received) -> None:
+        calls.append(received.message_id)
+        if len(calls) == 12:
+            stop.set()
+        raise RuntimeError("still down")
+
+    stats = gateway(bus_name).listen(
+        "metadata", handler, max_attempts=None, backoff=Backoff(base=0.001), stop=stop, poll_interval=0.01
+    )
+    assert len(calls) == 12
+    assert (stats.poison, memory_backend.bus(bus_name).payloads("error")) == (0, [])
 
 
 def test_nack_redelivers_in_order(bus_name):

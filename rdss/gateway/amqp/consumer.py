@@ -137,6 +137,11 @@ class AmqpConsumer:
                     self._handed.pop(delivery.position, None)
                     self._counted.pop(delivery.position, None)
 
+    def record_failure(self, delivery: Delivery) -> int:
+        """The attempts so far travel with the message (``x-rdss-attempts``, set when it is sent
+        through a delay tier), so any consumer on any host goes on counting."""
+        return int(delivery.attributes.get("attempts", 0)) + 1
+
     def commit(self) -> None:
         """Send the acks of what was settled since the last poll (one frame for a run of them)."""
         with self._lock:
