@@ -37,6 +37,7 @@ from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
 from rdss.gateway.repository import SENT
+from rdss.logs import message_fields
 from rdss.retry import Backoff
 from rdss.validation import Verdict, validate
 
@@ -193,10 +194,22 @@ class Bridge:
         moved to invalid/error), False if stopped first."""
         payloads: dict[str, bytes] = {}
         rejected: list[Outgoing] = []
+        received = _log.isEnabledFor(logging.INFO)
         for delivery in deliveries:
             verdict = validate(delivery.payload, size_limit=None)
+            if received:
+                _log.info("Message received", extra=message_fields(verdict.header or {}, channel))
             if not verdict.valid or verdict.header is None:
-                rejected.append(self._rejected(delivery.payload, verdict, None, delivery.key or delivery.id))
+                outgoing = self._rejected(delivery.payload, verdict, None, delivery.key or delivery.id)
+                rejected.append(outgoing)
+                _log.warning(
+                    "bridge: a record of %s moved to %s: %s %s",
+                    channel,
+                    outgoing.channel,
+                    verdict.error_code,
+                    verdict.error_description,
+                    extra=message_fields(verdict.header or {}, channel, errorCode=verdict.error_code),
+                )
                 continue
             message_id = str(verdict.header["messageId"])
             if message_id in payloads:

@@ -17,18 +17,20 @@ and only the records they affect.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rdss import timestamps
+from rdss import history, timestamps
 from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
 from rdss.delivery import MAX_RECORD_DATA
 from rdss.ldr import RECEIVED, Claim, ClaimOutcome, LocalDataRepository
+from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.redrive import redriven_record
 from rdss.rejection import Rejector, S3ClaimChecks
@@ -74,6 +76,7 @@ class Broker:
         claim_checks = S3ClaimChecks(s3, names.bucket("errors")) if s3 is not None else None
         self.rejector = Rejector(limit=MAX_RECORD_DATA, claim_checks=claim_checks, now=now)
         self.now = now
+        self.machine_id = history.processor_id(self.processor, names.environment)
 
     @classmethod
     def from_environment(cls) -> Broker:
@@ -170,6 +173,7 @@ class Broker:
         replies = [i for i in pending if i.verdict.valid and not i.verdict.is_part and self._is_reply(i)]
         addresses = self._return_addresses(replies)
         is_reply = set(map(id, replies))
+        hop = history.hop(self.machine_id, now=now)
         for item in pending:
             verdict = item.verdict
             if not verdict.valid:
@@ -182,10 +186,21 @@ class Broker:
                 item.outcome = rejection.channel
                 item.outputs.append(self._event(rejection.channel, rejection.record, item.partition_key))
                 tally.add("code", str(rejection.code))
+                logger.warning(
+                    f"message moved to {rejection.channel}",
+                    extra=message_fields(
+                        item.header,
+                        rejection.channel,
+                        errorCode=rejection.code,
+                        errorDescription=rejection.description,
+                        record=item.record,
+                    ),
+                )
             elif verdict.is_part:
                 header = item.header
                 item.outcome = "part"
-                item.outputs.append(self._event("sequence", item.payload, header["messageSequence"]["sequence"]))
+                payload = history.append(item.payload, hop, header=header)
+                item.outputs.append(self._event("sequence", payload, header["messageSequence"]["sequence"]))
             else:
                 header = item.header
                 if id(item) in is_reply and addresses is None:
@@ -196,12 +211,16 @@ class Broker:
                 if destination.fallback:
                     tally.add("reply", "default-channel")
                 item.outcome = "routed"
+                if logger.log_level <= logging.DEBUG:
+                    logger.debug(
+                        "message routed", extra=message_fields(header, destination.channel, record=item.record)
+                    )
                 item.outputs.append(
                     {
                         "type": "message.send",
                         "address": destination.stream,
                         "headers": [],
-                        "payload": item.payload,
+                        "payload": history.append(item.payload, hop, header=header),
                         "bindings": {"kinesis": {"partition_key": item.partition_key}},
                     }
                 )

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError
+from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
 
 
 def register(commands: Any) -> None:
@@ -21,6 +21,7 @@ def register(commands: Any) -> None:
     up.add_argument("--port", type=int, default=0, help="loopback port for the embedded AWS (default: a free one)")
     up.add_argument("--env", default="local", help="deployment name (default: local)")
     up.add_argument("--shards", type=int, default=2, help="shards per stream (default 2)")
+    add_logging_options(up)
     up.set_defaults(run=run_up)
 
     demo = actions.add_parser("demo", help="publish a workload, let the system run, report where everything went")
@@ -53,7 +54,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_up(args: argparse.Namespace) -> int:
     _quiet_processors()
+    configure_service_logging(args, "rdss-local")
     from rich.console import Console
+
+    from rdss import logs
+    from rdss.observability import logger as processors
+
+    logs.adopt(processors.name)  # the broker's and sequencer's lines go where the runtime's go
 
     from rdss.local.emulator import start_embedded
     from rdss.local.runtime import Runtime, Settings

@@ -50,6 +50,7 @@ from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.repository import RECEIVED, Entry, Repository
 from rdss.gateway.throttle import Throttle
+from rdss.logs import message_fields
 from rdss.messages import Message
 from rdss.rejection import Rejector
 from rdss.sequences import Reassembler, SequenceError
@@ -322,6 +323,7 @@ class Receiver:
                     delivery.id,
                     verdict.error_code,
                     verdict.error_description,
+                    extra=message_fields(verdict.header or {}, self.channel, errorCode=verdict.error_code),
                 )
                 self.stats.invalid += 1
                 skipped.append(delivery)
@@ -417,6 +419,7 @@ class Receiver:
                 self._to_error([(d, ErrorCode.GENERR003, "expirationTimestamp passed") for d in received.deliveries])
                 continue
             self.stats.delivered += 1
+            _log.info("Message received", extra=message_fields(received.header, self.channel))
             return received
         return None
 
@@ -494,7 +497,20 @@ class Receiver:
                 moving.append((delivery, Outgoing(rejection.channel, rejection.record, key, rejection.headers)))
             outcomes = self.publish([outgoing for _, outgoing in moving]) if moving else []
             for outcome, (delivery, outgoing) in zip(outcomes, moving, strict=True):
-                if not outcome.ok:  # the message was not going to be delivered anyway: say so loudly
+                if outcome.ok:
+                    _log.warning(
+                        "%s: record %s moved to %s: %s",
+                        self.channel,
+                        delivery.id,
+                        outgoing.channel,
+                        outgoing.headers.get("errorCode"),
+                        extra={
+                            "channel": outgoing.channel,
+                            "errorCode": outgoing.headers.get("errorCode"),
+                            "record": delivery.id,
+                        },
+                    )
+                else:  # the message was not going to be delivered anyway: say so loudly
                     _log.error(
                         "%s: record %s (%s) could not be moved to %s: %s %s",
                         self.channel,

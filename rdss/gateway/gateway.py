@@ -94,7 +94,7 @@ class Gateway:
         self.repository: Repository = backend.repository
         #: How this gateway moves a message it will not deliver (the one reject path).
         self.rejector: Rejector = backend.rejector
-        self.sender = Sender(self.transport, self.repository, limit=size_limit)
+        self.sender = Sender(self.transport, self.repository, limit=size_limit, machine_id=application)
 
     # -- sending -------------------------------------------------------------------------------
     def send(self, message: Sendable, *, channel: str = "input") -> Receipt:

@@ -29,6 +29,7 @@ from rdss.gateway.backend import Consumer, Delivery, Transport
 from rdss.gateway.exceptions import RequestFailed, RequestTimeout
 from rdss.gateway.repository import RECEIVED, Entry, Repository
 from rdss.gateway.send import Receipt, Sendable
+from rdss.logs import message_fields
 from rdss.messages import Message
 from rdss.sequences import Reassembler, SequenceError
 from rdss.validation import validate, validate_message
@@ -68,6 +69,7 @@ def request(
         raise RequestTimeout(request_id, address, timeout)
     repository.record([Entry.of(header, RECEIVED) for header in parts])
     header = reply["messageHeader"]
+    _log.info("Message received", extra=message_fields(header, address, errorCode=header.get("errorCode")))
     if header.get("errorCode"):  # a failure reply: the responder could not answer, and says why
         raise RequestFailed(
             str(header["errorCode"]), str(header.get("errorDescription", "")), request_id=request_id, reply=reply

@@ -19,19 +19,23 @@ window costs ten full PutRecords calls.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES
+from rdss import MAX_MESSAGE_BYTES, history
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Outgoing, Transport
 from rdss.gateway.exceptions import MessageRefused, Refusal, SendFailed, Undelivered
 from rdss.gateway.repository import SENT, TO_SEND, Entry, Repository
+from rdss.logs import message_fields
 from rdss.sequences import split
 from rdss.validation import validate
+
+_log = logging.getLogger(__name__)
 
 #: Records per TO_SEND / publish / SENT round: ten PutRecords calls of 500.
 WINDOW = 5_000
@@ -67,12 +71,24 @@ class _Prepared:
 
 
 class Sender:
-    """Validates, splits, records and publishes messages for one gateway."""
+    """Validates, splits, records and publishes messages for one gateway.
 
-    def __init__(self, transport: Transport, repository: Repository, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+    Each message gains this gateway's hop in its messageHistory (``machine_id``, this host, now)
+    before it is split or sent; no other byte of it changes.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        repository: Repository,
+        *,
+        limit: int = MAX_MESSAGE_BYTES,
+        machine_id: str = "gateway",
+    ) -> None:
         self.transport = transport
         self.repository = repository
         self.limit = limit
+        self.machine_id = machine_id
 
     def send(self, messages: Iterable[Sendable], channel: str) -> list[Receipt]:
         """Send every message to ``channel``; returns once all are acknowledged.
@@ -105,21 +121,32 @@ class Sender:
         """Classify and split; raises :class:`MessageRefused` if any message is invalid."""
         prepared: list[_Prepared] = []
         refusals: list[Refusal] = []
+        hop = history.hop(self.machine_id)
         for index, message in enumerate(messages):
             payload = bytes(message) if isinstance(message, bytes | bytearray) else orjson.dumps(message)
             verdict = validate(payload, size_limit=None)
             if not verdict.valid or verdict.message is None:
                 assert verdict.error_code is not None
                 refusals.append(Refusal(index, verdict.error_code, verdict.error_description or ""))
+                _log.warning(
+                    "Message refused",
+                    extra=message_fields(
+                        verdict.header or {},
+                        channel,
+                        errorCode=verdict.error_code,
+                        errorDescription=verdict.error_description,
+                    ),
+                )
                 continue
             header = verdict.message["messageHeader"]
+            payload = history.append(payload, hop, header=header)
             if verdict.is_part or len(payload) <= self.limit:
                 sequence = header["messageSequence"]["sequence"]
                 key = sequence if verdict.is_part else header["messageId"]
                 receipt = Receipt(header["messageId"], channel, (header["messageId"],), sequence)
                 prepared.append(_Prepared(receipt, [(header, payload)], key))
                 continue
-            parts = split(verdict.message, self.limit)
+            parts = split(orjson.loads(payload), self.limit)
             sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
             records = [(part["messageHeader"], orjson.dumps(part)) for part in parts]
             receipt = Receipt(
@@ -141,6 +168,7 @@ class Sender:
             for header, payload in item.records
         ]
         outcomes = self.transport.publish(outgoing)
+        logging_sent = _log.isEnabledFor(logging.INFO)
         sent: list[Entry] = []
         exhausted = False
         position = 0
@@ -153,9 +181,21 @@ class Sender:
             for (header, _), result in zip(item.records, results, strict=True):
                 if result.ok:
                     sent.append(Entry.of(header, SENT))
+                    if logging_sent:
+                        _log.info("Message sent", extra=message_fields(header, channel))
                 else:
                     exhausted |= result.retries_exhausted
                     undelivered.append(Undelivered(header["messageId"], result.error_code or "", result.error_message))
+                    code = ErrorCode.GENERR005 if result.retries_exhausted else ErrorCode.GENERR006
+                    _log.error(
+                        "Message not sent",
+                        extra=message_fields(
+                            header,
+                            channel,
+                            errorCode=code,
+                            errorDescription=f"{result.error_code}: {result.error_message}",
+                        ),
+                    )
         self.repository.record(sent)
         return exhausted
 

@@ -23,13 +23,14 @@ from typing import Any
 
 import orjson
 
-from rdss import timestamps
+from rdss import history, timestamps
 from rdss.amgi.lifespan import acknowledge_lifespan
 from rdss.amgi.types import SEND_FLUSH_EXTENSION, Receive, Send, SendFailed
 from rdss.broker.routing import Router
 from rdss.delivery import MAX_RECORD_DATA
 from rdss.errors import ErrorCode
 from rdss.ldr import LocalDataRepository
+from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
@@ -73,6 +74,7 @@ class Sequencer:
         # parts too large to travel decorated are kept in the errors bucket, as the broker does
         self.rejector = Rejector(MAX_RECORD_DATA, S3ClaimChecks(s3, names.bucket("errors")), now=now)
         self.now = now
+        self.machine_id = history.processor_id(self.processor, names.environment)
 
     @classmethod
     def from_environment(cls) -> Sequencer:
@@ -148,6 +150,10 @@ class Sequencer:
                 f"part arrived after sequence {part.sequence} was moved to the error channel ({status})",
             )
             part.outputs.append(self._send(rejection.channel, rejection.record, part.sequence))
+            logger.warning(
+                f"message moved to {rejection.channel}",
+                extra=message_fields(header, rejection.channel, errorCode=rejection.code),
+            )
             tally.add("outcome", "late-part")
             return
         self.store.stage(part.sequence, part.position, part.payload)
@@ -159,6 +165,7 @@ class Sequencer:
         """All parts are in: validate the whole and send every part where it belongs."""
         staged = self.store.load(last.sequence, positions)
         parts = [orjson.loads(staged[p]) for p in sorted(staged)]
+        headers = {p: part["messageHeader"] for p, part in zip(sorted(staged), parts, strict=True)}
         try:
             whole = join(parts)
         except SequenceError as error:
@@ -181,13 +188,14 @@ class Sequencer:
             request = self.requests.get([header.get("correlationId", "")]).get(header.get("correlationId", ""))
             address = (request or {}).get("returnAddress")
         destination = self.router.destination(header["messageType"], header["messageClass"], address)
+        hop = history.hop(self.machine_id, now=self.now())
         for position in sorted(staged):
             last.outputs.append(
                 {
                     "type": "message.send",
                     "address": destination.stream,
                     "headers": [],
-                    "payload": staged[position],
+                    "payload": history.append(staged[position], hop, header=headers[position]),
                     "bindings": {"kinesis": {"partition_key": last.sequence}},
                 }
             )
@@ -200,6 +208,11 @@ class Sequencer:
         for position in sorted(staged):
             rejection = self.rejector.reject(staged[position], code, description)
             last.outputs.append(self._send(rejection.channel, rejection.record, last.sequence))
+            header = orjson.loads(staged[position])["messageHeader"]
+            logger.warning(
+                f"message moved to {rejection.channel}",
+                extra=message_fields(header, rejection.channel, errorCode=code, errorDescription=description),
+            )
 
     def _send(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
         return {

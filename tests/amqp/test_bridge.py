@@ -12,12 +12,15 @@ import time
 import orjson
 import pytest
 
+from rdss import history
 from rdss.bridge import Bridge, open_bridge
 from rdss.gateway import Gateway
+from rdss.gateway import memory as memory_backend
 from rdss.messages import serialise
 from rdss.workload import Workload
 from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
+from tests.support.hops import unhopped
 from tests.support.rabbitmq import TcpProxy
 
 pytestmark = pytest.mark.integration
@@ -158,9 +161,15 @@ def test_a_bridge_between_memory_and_rabbitmq_preserves_bytes(url):
     back.step()  # the return bridge's queues exist before anything is sent
     there.run(idle_timeout=0.5)
     back.run(idle_timeout=0.5)
-    with Gateway(memory, application="reader") as reader, reader.receiver("metadata") as inbox:
-        got = collect(inbox, 10)
-    assert sorted(r.payload for r in got) == sorted(serialise(m) for m in messages)
+    # the channel holds what the producer sent and, after it, what came back through RabbitMQ
+    records = memory_backend.bus(memory.removeprefix("memory://")).payloads("metadata")
+    sent = {m["messageHeader"]["messageId"]: serialise(m) for m in messages}
+    assert len(records) == 2 * len(messages)
+    for record in records[len(messages) :]:  # byte for byte, plus a hop for each bridge
+        original = records[list(sent).index(orjson.loads(record)["messageHeader"]["messageId"])]
+        assert history.extends(original, record)
+        assert history.extends(sent[orjson.loads(record)["messageHeader"]["messageId"]], record)
+        assert unhopped(record)[1] == ["producer", "bridge", "return"]
 
 
 def test_the_command_reports_an_unreachable_broker_in_one_line():

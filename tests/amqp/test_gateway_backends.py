@@ -9,6 +9,7 @@ import pytest
 from rdss.gateway import Gateway
 from rdss.messages import Message
 from rdss.workload import Workload
+from tests.support.hops import unhopped
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +26,7 @@ def exchange(url: str, messages: list[Message]) -> list[Message]:
         producer.send(messages[0], channel="metadata")  # at least once: a duplicate, dropped
         received = []
         while (message := inbox.receive(timeout=10)) is not None:
-            received.append(message.message)
+            received.append(unhopped(message.message)[0])
             inbox.ack(message)
             if len(received) == len(messages):
                 assert inbox.receive(timeout=1) is None

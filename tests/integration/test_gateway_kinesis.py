@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration, timestamps
+from rdss import decoration, history, timestamps
 from rdss.gateway import MessageRefused, RequestFailed, SendFailed, select
 from rdss.gateway.checkpoints import SHARD_END, TRIM_HORIZON, DynamoLeaseStore, Lease
 from rdss.messages import new_message, reply
@@ -73,7 +73,12 @@ def test_the_broker_routes_what_the_gateway_sent(system: System):
     payload = orjson.dumps(message, option=orjson.OPT_INDENT_2)
     producer.send(payload)
     system.mapping("input", system.handler(system.broker())).drain()
-    assert system.read("metadata") == [payload]  # not dropped as a duplicate of the gateway's entry
+    [routed] = system.read("metadata")  # not dropped as a duplicate of the gateway's entry
+    assert history.extends(payload, routed)  # every byte as sent, plus two hops
+    assert [hop["machineId"] for hop in history.hops(routed)] == [
+        "producer",
+        f"rdss-{system.deployment.environment}-broker",
+    ]
 
 
 def test_a_batch_send_uses_full_put_records_calls(system: System):
@@ -317,7 +322,9 @@ def test_the_cli_sends_tails_and_requests_against_the_emulator(system: System, m
     assert main(["send", str(create), "--to", "metadata"]) == 0
     assert main(["tail", "metadata", "--from-start", "--count", "1"]) == 0
     out, _ = capsys.readouterr()
-    assert orjson.loads(out.splitlines()[-1]) == orjson.loads(create.read_bytes())
+    tailed = orjson.loads(out.splitlines()[-1])
+    assert [hop["machineId"] for hop in tailed["messageHeader"].pop("messageHistory")] == ["rdss-cli"]
+    assert tailed == orjson.loads(create.read_bytes())
 
     read = Workload(51).message("MetadataRead", "Command")
     request = tmp_path / "read.json"
