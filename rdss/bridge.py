@@ -225,7 +225,9 @@ class Bridge:
         while payloads:
             receipts: Sequence[object]
             try:
-                receipts = self.target.sender.send(list(payloads.values()), channel)
+                # where a broker routes by content (Kinesis), everything enters through its entry
+                # channel: what arrived on one channel here may be routed to another there
+                receipts = self.target.sender.send(list(payloads.values()), self.target.sender.entry(channel))
             except SendFailed as failed:
                 receipts = failed.sent
                 self._failed(f"sending to {channel}", failed, stop)

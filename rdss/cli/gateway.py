@@ -30,6 +30,7 @@ from rdss.cli.common import (
     read_input,
 )
 from rdss.gateway import (
+    ChannelMismatch,
     Gateway,
     GatewayError,
     MessageRefused,
@@ -100,6 +101,8 @@ def run_send(args: argparse.Namespace) -> int:
             return INVALID
         except SendFailed as failed:
             raise CommandError(str(failed), INVALID) from failed
+        except ChannelMismatch as mismatch:
+            raise CommandError(f"{args.files[mismatch.index]}: {mismatch}", USAGE) from mismatch
     for name, receipt in zip(args.files, receipts, strict=True):
         parts = f" as {len(receipt.parts)} parts" if receipt.split else ""
         print(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}")

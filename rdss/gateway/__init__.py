@@ -6,12 +6,20 @@ to an in-process bus (the spec's Mock, for application tests). See :class:`Gatew
 
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, Transport, TransportError
 from rdss.gateway.consumer import Received, Receiver, ReceiveStats, Selector, select
-from rdss.gateway.exceptions import GatewayError, MessageRefused, RequestFailed, RequestTimeout, SendFailed
+from rdss.gateway.exceptions import (
+    ChannelMismatch,
+    GatewayError,
+    MessageRefused,
+    RequestFailed,
+    RequestTimeout,
+    SendFailed,
+)
 from rdss.gateway.gateway import Gateway
 from rdss.gateway.send import Receipt
 from rdss.gateway.url import URLError
 
 __all__ = [
+    "ChannelMismatch",
     "Consumer",
     "Delivery",
     "Gateway",

@@ -5,12 +5,16 @@ For each call, in order:
 1. every message is classified with :func:`rdss.validation.validate` (the size stage aside: a
    message over the limit is split, not refused); if any is invalid nothing is sent and
    :class:`MessageRefused` names each one's error code;
-2. a message over the limit becomes a sequence (:func:`rdss.sequences.split`) whose parts all
+2. the gateway's hop is appended to each message's messageHistory (:mod:`rdss.history`); where a
+   broker routes by content (Kinesis) a message named for a routed channel is published on the
+   transport's entry channel (``input``, archived by the Audit Log), and must be routed to the
+   channel named (:class:`ChannelMismatch` otherwise);
+3. a message over the limit becomes a sequence (:func:`rdss.sequences.split`) whose parts all
    carry the sequence id as partition key, so they land on one shard, in order;
-3. the Local Data Repository records every message (every part) TO_SEND;
-4. the transport publishes and blocks until each is acknowledged (PutRecords batches of 500,
+4. the Local Data Repository records every message (every part) TO_SEND;
+5. the transport publishes and blocks until each is acknowledged (PutRecords batches of 500,
    failed entries retried with the spec's backoff);
-5. what was acknowledged is recorded SENT; anything the channel never acknowledged stays TO_SEND
+6. what was acknowledged is recorded SENT; anything the channel never acknowledged stays TO_SEND
    and :class:`SendFailed` reports it with GENERR005 (retries exhausted, logged) or GENERR006.
 
 Large batches go through in windows of :data:`WINDOW` records, so memory stays bounded and each
@@ -29,13 +33,17 @@ import orjson
 from rdss import MAX_MESSAGE_BYTES, history
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Outgoing, Transport
-from rdss.gateway.exceptions import MessageRefused, Refusal, SendFailed, Undelivered
+from rdss.gateway.exceptions import ChannelMismatch, MessageRefused, Refusal, SendFailed, Undelivered
 from rdss.gateway.repository import SENT, TO_SEND, Entry, Repository
 from rdss.logs import message_fields
 from rdss.sequences import split
+from rdss.topology import RDSS
 from rdss.validation import validate
 
 _log = logging.getLogger(__name__)
+
+#: Channels a broker fills by content: where it routes, a send to them goes to the entry channel.
+_BROKERED = frozenset(c.name for c in RDSS.channels if c.kind in ("routed", "sequence"))
 
 #: Records per TO_SEND / publish / SENT round: ten PutRecords calls of 500.
 WINDOW = 5_000
@@ -99,6 +107,7 @@ class Sender:
             TransportError: the channel is unknown or the messaging system unusable.
         """
         prepared = self.prepare(messages, channel)
+        channel = self.entry(channel)
         receipts: list[Receipt] = []
         undelivered: list[Undelivered] = []
         exhausted = False
@@ -117,10 +126,22 @@ class Sender:
             raise SendFailed(code, undelivered, receipts)
         return receipts
 
+    def entry(self, channel: str) -> str:
+        """The channel a message for ``channel`` is published on: the transport's entry channel
+        (Kinesis: ``input``, where the broker routes by content and Firehose archives every
+        record) for the routed and sequence channels; the channel itself otherwise."""
+        entry = getattr(self.transport, "entry_channel", None)
+        if entry is None or channel == entry or channel not in _BROKERED:
+            return channel
+        return str(entry)
+
     def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:
-        """Classify and split; raises :class:`MessageRefused` if any message is invalid."""
+        """Classify and split; raises :class:`MessageRefused` if any message is invalid, and
+        :class:`ChannelMismatch` if one names a channel its content is not routed to where a
+        broker routes by content."""
         prepared: list[_Prepared] = []
         refusals: list[Refusal] = []
+        brokered = self.entry(channel) != channel
         hop = history.hop(self.machine_id)
         for index, message in enumerate(messages):
             payload = bytes(message) if isinstance(message, bytes | bytearray) else orjson.dumps(message)
@@ -139,6 +160,8 @@ class Sender:
                 )
                 continue
             header = verdict.message["messageHeader"]
+            if brokered:
+                _check_route(index, header, channel, verdict.is_part, self.entry(channel))
             payload = history.append(payload, hop, header=header)
             if verdict.is_part or len(payload) <= self.limit:
                 sequence = header["messageSequence"]["sequence"]
@@ -198,6 +221,26 @@ class Sender:
                     )
         self.repository.record(sent)
         return exhausted
+
+
+def _check_route(index: int, header: Mapping[str, Any], channel: str, is_part: bool, entry: str) -> None:
+    """A message named for a routed channel must be routed there by its content, since the
+    broker, not the producer, puts it there.
+
+    Raises:
+        ChannelMismatch: it would end up elsewhere.
+    """
+    route = RDSS.route(header["messageType"], header["messageClass"])
+    if route is None:  # pragma: no cover - the classifier refuses unroutable pairs first
+        return
+    if channel == "sequence":
+        fits = is_part
+    elif route.reply:  # goes to the returnAddress its request named: any routed channel
+        fits = RDSS.channel(channel).kind == "routed"
+    else:
+        fits = route.channel == channel
+    if not fits:
+        raise ChannelMismatch(index, header["messageType"], header["messageClass"], channel, route.channel, entry)
 
 
 def _routing_headers(header: Mapping[str, Any]) -> dict[str, str]:

@@ -22,6 +22,7 @@ from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
 from tests.support.hops import unhopped
 from tests.support.rabbitmq import TcpProxy
+from tests.support.traffic import channel_mix
 
 pytestmark = pytest.mark.integration
 
@@ -41,9 +42,8 @@ def ids(messages):
 
 def test_kinesis_to_rabbitmq_drops_duplicates_and_moves_invalid_records(kinesis_url, url, system, rabbitmq):
     messages = Workload(seed=41).mix(60)
-    with Gateway(kinesis_url, application="producer") as producer:
-        producer.send_all(messages, channel="metadata")
-        producer.send_all(messages[:5], channel="metadata")  # Kinesis is at least once: resent
+    system.publish([serialise(m) for m in messages], channel="metadata")  # the broker's output
+    system.publish([serialise(m) for m in messages[:5]], channel="metadata")  # at least once: again
     system.publish([b'{"messageHeader": 7}'], channel="metadata")  # not a message: GENERR004
     bridge = open_bridge(kinesis_url, url, ["metadata"], declare=["repository"], poll_interval=0.1)
     stats = bridge.run(idle_timeout=1.5)
@@ -63,7 +63,7 @@ def test_rabbitmq_to_kinesis_through_dropped_connections_on_both_sides(kinesis_u
     """The bridge reads RabbitMQ and writes Kinesis through TCP relays, both cut every 0.5 s six
     times over: every message reaches Kinesis, and the far side's application sees each one once
     (the redelivery limit is 2, so the drops must not count as crashes)."""
-    messages = Workload(seed=42).mix(400)
+    messages = channel_mix(42, 400, "metadata")
     amqp_relay = TcpProxy(rabbitmq.port)
     host, port = system.endpoint.url.removeprefix("http://").split(":")
     aws_relay = TcpProxy(int(port), host)
@@ -85,7 +85,11 @@ def test_rabbitmq_to_kinesis_through_dropped_connections_on_both_sides(kinesis_u
     worker = threading.Thread(target=bridge.run, kwargs={"stop": stop}, daemon=True)
     worker.start()
     try:
-        with Gateway(kinesis_url, application="archive") as far, far.receiver("metadata", poll_interval=0.2) as inbox:
+        with (
+            system.routing(),  # the bridge sends to input: the broker routes them to metadata
+            Gateway(kinesis_url, application="archive") as far,
+            far.receiver("metadata", poll_interval=0.2) as inbox,
+        ):
             got = collect(inbox, len(messages), timeout=60)
             assert inbox.receive(timeout=1) is None
     finally:
@@ -103,8 +107,7 @@ def test_a_bridge_killed_mid_stream_resumes_without_loss_or_duplicates(kinesis_u
     """``rdss bridge`` as a process, SIGKILLed after the far side got some messages, then started
     again: the far side ends with every message, each delivered to its application once."""
     messages = Workload(seed=43).mix(400)
-    with Gateway(kinesis_url, application="producer") as producer:
-        producer.send_all(messages, channel="metadata")
+    system.publish([serialise(m) for m in messages], channel="metadata")
     command = [
         sys.executable,
         "-m",

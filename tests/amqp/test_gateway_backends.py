@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
 from rdss.gateway import Gateway
 from rdss.messages import Message
-from rdss.workload import Workload
 from tests.support.hops import unhopped
+from tests.support.traffic import channel_mix
 
 pytestmark = pytest.mark.integration
 
@@ -35,22 +36,25 @@ def exchange(url: str, messages: list[Message]) -> list[Message]:
 
 
 @pytest.fixture(params=["memory", "kinesis", "amqp"])
-def gateway_url(request, monkeypatch):
+def gateway_url(request, monkeypatch) -> Iterator[str]:
     if request.param == "memory":
-        return f"memory://backends-{uuid.uuid4().hex[:8]}"
-    if request.param == "kinesis":
+        yield f"memory://backends-{uuid.uuid4().hex[:8]}"
+    elif request.param == "kinesis":
         system = request.getfixturevalue("system")
         for name, value in system.endpoint.environment().items():
             if name != "AWS_ENDPOINT_URL":  # the URL names the endpoint
                 monkeypatch.setenv(name, value)
-        return (
-            f"kinesis://{system.deployment.environment}?endpoint={system.endpoint.url}&region={system.endpoint.region}"
-        )
-    return request.getfixturevalue("url")
+        with system.routing():  # sends enter through input; the broker routes them, as in AWS
+            yield (
+                f"kinesis://{system.deployment.environment}?endpoint={system.endpoint.url}"
+                f"&region={system.endpoint.region}"
+            )
+    else:
+        yield request.getfixturevalue("url")
 
 
 def test_the_same_code_sends_and_receives_on_every_backend(gateway_url):
-    messages = Workload(seed=31).mix(25)
+    messages = channel_mix(31, 25, "metadata")
     received = exchange(gateway_url, messages)
     by_id = {m["messageHeader"]["messageId"]: m for m in received}
     assert len(received) == len(messages)
