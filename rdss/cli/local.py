@@ -48,7 +48,9 @@ def run_demo(args: argparse.Namespace) -> int:
         body = demo.run(messages_dir=args.messages, report=args.report, analytics=not args.no_analytics)
     except FileNotFoundError as error:
         raise CommandError(str(error)) from error
-    unaccounted = [i for i in body["inputs"] if i["outcome"] not in ("routed", "invalid", "error", "duplicate")]
+    unaccounted = [
+        i for i in body["inputs"] if i["outcome"] not in ("routed", "invalid", "error", "duplicate", "refused")
+    ]
     return 1 if unaccounted else 0
 
 
