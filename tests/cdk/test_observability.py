@@ -35,3 +35,14 @@ def test_every_handler_wears_the_powertools_decorators() -> None:
         tree = ast.parse((LAMBDAS / processor.name / f"{module}.py").read_text())
         [handler] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
         assert [ast.unparse(d) for d in handler.decorator_list] == DECORATORS, processor.name
+
+
+def test_the_audit_log_keeps_within_the_spec_s_firehose_budget(synthesized: Synthesized) -> None:
+    """Every message enters through input, so one delivery stream archives them all: with the
+    invalid and error archives, three per environment - nine for dev, staging and prod, within
+    the spec's 20 Firehose delivery streams per region."""
+    streams = synthesized.resources("AWS::KinesisFirehose::DeliveryStream")
+    archived = [c.name for c in RDSS.channels if c.archive is not None]
+    assert archived == ["input", "invalid", "error"]
+    assert len(streams) == len(archived)
+    assert 3 * len(streams) <= 20
