@@ -31,15 +31,16 @@ def register(commands: Any) -> None:
     demo.set_defaults(run=run_demo)
 
 
-def _quiet_processors() -> None:
+def _quiet_processors(level: str = "WARNING") -> None:
     """The processors log JSON and emit EMF metrics on stdout, as they must in Lambda; on a
-    terminal that would bury the summary. Warnings still show; either can be set back."""
+    terminal that would bury the summary. Lines at ``level`` and above still show; either can
+    be set back (POWERTOOLS_METRICS_DISABLED, POWERTOOLS_LOG_LEVEL)."""
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", level)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    _quiet_processors()
+    _quiet_processors("ERROR")  # the report says where every message went, the moves included
     from rdss.local import demo
 
     if args.messages is not None and not args.messages.is_dir():
