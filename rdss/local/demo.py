@@ -274,7 +274,11 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     if "trace" in body:
         trace = body["trace"]
         console.print(f"[bold]Where one message went[/] ({trace['input']}): [cyan]{trace['command']}[/]")
-        for line in trace["lines"]:
+        timeline: list[str] = trace["lines"]
+        if len(timeline) > 24:
+            more = f"... {len(timeline) - 20} more (the report has them all)"
+            timeline = [*timeline[:18], more, *timeline[-2:]]
+        for line in timeline:
             console.print(f"  {line}", markup=False, highlight=False)
     analytics = body["analytics"]
     if "skipped" in analytics:

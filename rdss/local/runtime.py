@@ -191,7 +191,7 @@ class Runtime:
         for failed in report.failed:
             code = ErrorCode.GENERR005 if failed.retries_exhausted else ErrorCode.GENERR006
             reason = f"{failed.error_code}: {failed.error_message}"
-            _log.warning("record %d not published: %s %s", failed.record.token, code, reason)
+            _log.info("record %d not published: %s %s", failed.record.token, code, reason)  # the caller reports it
             published[failed.record.token] = Published(failed.record.data, refused=(str(code), reason))
         return [published[i] for i in range(len(payloads))]
 
