@@ -36,6 +36,7 @@ from rdss.errors import ErrorCode
 from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
+from rdss.logs import message_fields
 from rdss.repository.entries import SENT
 from rdss.retry import PATIENT, Backoff
 from rdss.validation import Verdict, validate
@@ -193,10 +194,22 @@ class Bridge:
         moved to invalid/error), False if stopped first."""
         payloads: dict[str, bytes] = {}
         rejected: list[Outgoing] = []
+        received = _log.isEnabledFor(logging.INFO)
         for delivery in deliveries:
             verdict = validate(delivery.payload, size_limit=None)
+            if received:
+                _log.info("Message received", extra=message_fields(verdict.header or {}, channel))
             if not verdict.valid or verdict.header is None:
-                rejected.append(self._rejected(delivery.payload, verdict, None, delivery.key or delivery.id))
+                outgoing = self._rejected(delivery.payload, verdict, None, delivery.key or delivery.id)
+                rejected.append(outgoing)
+                _log.warning(
+                    "bridge: a record of %s moved to %s: %s %s",
+                    channel,
+                    outgoing.channel,
+                    verdict.error_code,
+                    verdict.error_description,
+                    extra=message_fields(verdict.header or {}, channel, errorCode=verdict.error_code),
+                )
                 continue
             message_id = str(verdict.header["messageId"])
             if message_id in payloads:
@@ -212,7 +225,9 @@ class Bridge:
         while payloads:
             receipts: Sequence[object]
             try:
-                receipts = self.target.sender.send(list(payloads.values()), channel)
+                # where a broker routes by content (Kinesis), everything enters through its entry
+                # channel: what arrived on one channel here may be routed to another there
+                receipts = self.target.sender.send(list(payloads.values()), self.target.sender.entry(channel))
             except SendFailed as failed:
                 receipts = failed.sent
                 self._failed(f"sending to {channel}", failed, stop)

@@ -1,23 +1,41 @@
 """Structured logs, EMF metrics and traces for the processors (Powertools for AWS Lambda).
 
+The Lambda handlers (``lambdas/*/handler.py``) wear Powertools' decorators: the Lambda context
+and cold start in every log line, a cold-start metric, the invocation traced.
 Outside Lambda (tests, the local runtime, benchmarks) the tracer disables itself and metrics
 can be silenced with ``POWERTOOLS_METRICS_DISABLED=true``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections import Counter
 from collections.abc import Mapping
 
 from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 NAMESPACE = "RDSS"
 
-logger = Logger(service="rdss")
-tracer = Tracer(service="rdss")
-metrics = Metrics(namespace=NAMESPACE, service="rdss")
+#: Each function is deployed with its own ``POWERTOOLS_SERVICE_NAME`` (its processor's name, see
+#: ``stacks/processors.py``), so its logs, traces and metrics say which processor wrote them;
+#: outside Lambda (the local runtime, tests) the service is ``rdss-processors``. (Not ``rdss``:
+#: Powertools names its logging logger after the service, and a logger called ``rdss`` would
+#: capture every ``rdss.*`` module's lines.)
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "rdss-processors"
+
+logger = Logger(service=SERVICE)
+tracer = Tracer(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+    # In Lambda the package's module loggers (rdss.putrecords giving up with GENERR005, the AMGI
+    # server...) write the same JSON lines, with the same keys, as the processor's own logger.
+    logging.getLogger("rdss")
+    copy_config_to_registered_loggers(source_logger=logger, include={"rdss"})
 
 
 def emit_counts(processor: str, counts: Mapping[tuple[str, str], int]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Self
 
-from rdss import timestamps
+from rdss import history, timestamps
 from rdss.amgi.batch import BatchApp, kinesis_send
 from rdss.putrecords import MAX_RECORD_DATA
 from rdss.rejection import Rejector, S3ClaimChecks
@@ -50,6 +50,8 @@ class Processor(BatchApp):
         self.rejector = Rejector(MAX_RECORD_DATA, claim_checks, now=now)
         self.clock = clock
         self.now = now
+        #: This processor's machineId in the messageHistory hops it appends.
+        self.machine_id = history.processor_id(self.processor, names.environment)
 
     @classmethod
     def from_environment(cls) -> Self:

@@ -9,6 +9,7 @@ STRUCTURED-DATA are nil (``-``), as RFC 5424 allows.
 
 from __future__ import annotations
 
+import json
 import logging
 import logging.handlers
 import os
@@ -17,6 +18,21 @@ from datetime import UTC, datetime
 
 #: RFC 5424 facilities the spec lets applications use.
 LOCAL0, LOCAL1, LOCAL2, LOCAL3, LOCAL4, LOCAL5, LOCAL6, LOCAL7 = range(16, 24)
+
+#: Fields of a log line about one message (a logging call's ``extra``), rendered after the text
+#: as ``key=value`` in this order.
+FIELDS = (
+    "messageId",
+    "messageType",
+    "messageClass",
+    "channel",
+    "sequence",
+    "position",
+    "total",
+    "errorCode",
+    "errorDescription",
+    "record",
+)
 
 #: Recommended maximum length of a syslog message (RFC 5424 section 6.1).
 MAX_LENGTH = 2048
@@ -64,7 +80,7 @@ class SyslogFormatter(logging.Formatter):
         priority = self.facility * 8 + severity(record.levelno)
         stamp = datetime.fromtimestamp(record.created, UTC)
         timestamp = stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
-        text = record.getMessage()
+        text = record.getMessage() + render_fields(record)
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
             text += f" ({type(error).__name__}: {error})"
@@ -105,27 +121,18 @@ class SyslogHandler(logging.handlers.SysLogHandler):
             self.handleError(record)
 
 
-def configure(
-    app_name: str,
-    app_version: str,
-    *,
-    facility: int = LOCAL0,
-    address: str = "/dev/log",
-    logger: logging.Logger | None = None,
-    level: int = logging.INFO,
-) -> logging.Logger:
-    """Attach spec-format logging to ``logger`` (default: the root logger).
-
-    Lines go to the local syslog socket when there is one, else to standard error.
-    """
-    target = logger or logging.getLogger()
-    formatter = SyslogFormatter(app_name, app_version, facility=facility)
-    handler: logging.Handler
-    handler = SyslogHandler(address=address, facility=facility) if os.path.exists(address) else logging.StreamHandler()
-    handler.setFormatter(formatter)
-    target.addHandler(handler)
-    target.setLevel(level)
-    return target
+def render_fields(record: logging.LogRecord) -> str:
+    """`` key=value`` for each of :data:`FIELDS` the record carries (quoted when it has spaces)."""
+    rendered = []
+    for name in FIELDS:
+        value = record.__dict__.get(name)
+        if value is None:
+            continue
+        text = str(value)
+        if not text or any(ch in text for ch in ' "='):
+            text = json.dumps(text, ensure_ascii=False)
+        rendered.append(f" {name}={text}")
+    return "".join(rendered)
 
 
 def _token(text: str, limit: int) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,16 @@ def invalid_examples() -> list[Path]:
 @pytest.fixture
 def workload() -> Workload:
     return Workload(seed=42)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Commands under test configure logging (rdss.logs.configure); undo it after each test so
+    one test's handler does not write another's lines."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(level)

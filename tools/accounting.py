@@ -13,21 +13,20 @@ broker's Local Data Repository and the archives, the way an operator would estab
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from rdss import archive, decoration
+from rdss import archive, decoration, history
 from rdss.local.runtime import Published, Runtime
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import record_key
 from rdss.topology import RDSS
 
 ROUTED = tuple(c.name for c in RDSS.channels_of("routed"))
-OUTCOMES = ("routed", "invalid", "error", "duplicate")
+OUTCOMES = ("routed", "invalid", "error", "duplicate", "refused")
 
 
 @dataclass
@@ -42,18 +41,32 @@ class Input:
 class Accounted:
     name: str
     records: int
-    outcome: str  # routed | invalid | error | duplicate | pending (a sequence still waiting) | unaccounted
+    #: routed | invalid | error | duplicate | refused (Kinesis did not take the record) |
+    #: pending (a sequence still waiting) | unaccounted
+    outcome: str
     channels: list[str]
     error_code: str | None
+    error_description: str | None = None
+    #: The stream records it was published as (``shard/sequence number``), its own identity.
+    stream_records: list[str] = field(default_factory=list)
+    #: The messageId of its first record, when it has one (what ``rdss trace`` takes).
+    message_id: str | None = None
 
     def as_report(self) -> dict[str, Any]:
-        return {
+        report: dict[str, Any] = {
             "file": self.name,
             "records": self.records,
             "outcome": self.outcome,
             "channels": self.channels,
             "errorCode": self.error_code,
         }
+        if self.error_description:
+            report["errorDescription"] = self.error_description
+        if self.stream_records:
+            report["streamRecords"] = self.stream_records
+        if self.message_id:
+            report["messageId"] = self.message_id
+        return report
 
 
 @dataclass
@@ -99,17 +112,42 @@ def read_archive(runtime: Runtime, bucket: str, prefix: str) -> tuple[int, list[
     return objects, lines
 
 
+class _Found:
+    """Records found on channels, looked up by a published payload: the same bytes, or the
+    same message with hops appended to its messageHistory on the way (:func:`history.extends`)."""
+
+    def __init__(self) -> None:
+        self._by_bytes: dict[bytes, list[_Fate]] = defaultdict(list)
+        self._by_id: dict[str, list[tuple[bytes, _Fate]]] = defaultdict(list)
+
+    def add(self, record: bytes, channel: str, code: str | None = None, description: str | None = None) -> None:
+        fate = _Fate(channel, [channel], code, description)
+        self._by_bytes[record].append(fate)
+        message_id = _message_id(record)
+        if message_id is not None:
+            self._by_id[message_id].append((record, fate))
+
+    def find(self, payload: bytes) -> list[_Fate]:
+        """Where every record that is ``payload`` (hops aside) was found."""
+        found = list(self._by_bytes.get(payload, ()))
+        if not found:
+            candidates = self._by_id.get(_message_id(payload) or "", ())
+            found = [fate for record, fate in candidates if history.extends(payload, record)]
+        return found
+
+
 def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
     """The fate of every input, read back from the deployment."""
     channels = {c.name: read_channel(runtime, c.name) for c in RDSS.channels}
-    routed: dict[bytes, list[str]] = defaultdict(list)
+    routed = _Found()
     routed_ids: Counter[str] = Counter()
     for name in ROUTED:
         for record in channels[name]:
-            routed[record].append(name)
-            with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
-                routed_ids[orjson.loads(record)["messageHeader"]["messageId"]] += 1
-    rejected: dict[bytes, list[tuple[str, str]]] = defaultdict(list)
+            routed.add(record, name)
+            message_id = _message_id(record)
+            if message_id is not None:
+                routed_ids[message_id] += 1
+    rejected = _Found()
     for name in ("invalid", "error"):
         for record in channels[name]:
             header = orjson.loads(record)["messageHeader"]
@@ -117,14 +155,15 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
                 original = decoration.original(record)
             except ValueError:  # a claim check: the payload is in the errors bucket
                 original = _claim_checked(runtime, orjson.loads(record))
-            rejected[original].append((name, header["errorCode"]))
+            rejected.add(original, name, header["errorCode"], header.get("errorDescription"))
 
     ldr = LocalDataRepository(runtime.endpoint.client("dynamodb"), runtime.deployment.table("messages"))
     keys = []
     for item in inputs:
         for published in item.published:
-            keys.append(_message_id(published.payload) or "")
-            keys.append(record_key(published.record))
+            if published.record:
+                keys.append(_message_id(published.payload) or "")
+                keys.append(record_key(published.record))
     claims = ldr.get([k for k in keys if k])
 
     accounted = []
@@ -141,38 +180,54 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
     )
 
 
-def _fate(
-    published: Published,
-    claims: dict[str, dict[str, Any]],
-    routed: dict[bytes, list[str]],
-    rejected: dict[bytes, list[tuple[str, str]]],
-) -> tuple[str, list[str], str | None]:
-    message_id = _message_id(published.payload)
-    claim = claims.get(message_id or "")
+@dataclass(frozen=True)
+class _Fate:
+    outcome: str
+    channels: list[str]
+    error_code: str | None = None
+    error_description: str | None = None
+
+
+def _fate(published: Published, claims: dict[str, dict[str, Any]], routed: _Found, rejected: _Found) -> _Fate:
+    """Where the broker put one stream record. Each record is followed by its own identity:
+    records sharing a messageId (a resend, a broken copy) are accounted each for itself."""
+    if published.refused is not None:  # the stream never took it
+        return _Fate("refused", [], *published.refused)
+    if record_key(published.record) in claims:  # found invalid: claimed under the record itself
+        moved = rejected.find(published.payload)
+        return moved[0] if moved else _Fate("unaccounted", [])
+    claim = claims.get(_message_id(published.payload) or "")
     if claim is not None and claim.get("claimedBy") == published.record:
-        if published.payload in routed:
-            return "routed", sorted(set(routed[published.payload])), None
-        if published.payload in rejected:
-            channel, code = rejected[published.payload][0]
-            return channel, [channel], code
-        return "pending", [], None  # a part whose sequence is still waiting
+        found = routed.find(published.payload)
+        if found:
+            return _Fate("routed", sorted({c for fate in found for c in fate.channels}))
+        moved = rejected.find(published.payload)
+        if moved:  # its sequence was rejected or swept
+            return moved[0]
+        return _Fate("pending", [])  # a part whose sequence is still waiting
     if claim is not None:
-        return "duplicate", [], None
-    if record_key(published.record) in claims and published.payload in rejected:
-        channel, code = rejected[published.payload][0]
-        return channel, [channel], code
-    return "unaccounted", [], None
+        return _Fate("duplicate", [])
+    return _Fate("unaccounted", [])
 
 
-def _combine(item: Input, fates: list[tuple[str, list[str], str | None]]) -> Accounted:
-    outcomes = {f[0] for f in fates}
+def _combine(item: Input, fates: list[_Fate]) -> Accounted:
+    outcomes = {f.outcome for f in fates}
     # a sequence is only as good as its worst part
-    for outcome in ("unaccounted", "pending", "error", "invalid", "routed", "duplicate"):
+    for outcome in ("unaccounted", "pending", "refused", "error", "invalid", "routed", "duplicate"):
         if outcome in outcomes:
             break
-    channels = sorted({c for f in fates for c in f[1]})
-    code = next((f[2] for f in fates if f[2]), None)
-    return Accounted(item.name, len(item.published), outcome, channels, code)
+    channels = sorted({c for f in fates for c in f.channels})
+    worst = next((f for f in fates if f.error_code), None)
+    return Accounted(
+        item.name,
+        len(item.published),
+        outcome,
+        channels,
+        worst.error_code if worst else None,
+        worst.error_description if worst else None,
+        [p.record for p in item.published if p.record],
+        _message_id(item.published[0].payload) if item.published else None,
+    )
 
 
 def _message_id(payload: bytes) -> str | None:

@@ -113,6 +113,9 @@ def run(
         payloads = [p for _, records in items for p in records]
         published = runtime.publish(payloads)
         console.print(f"published {len(items)} input(s), {len(payloads)} record(s) from {source}")
+        for record in published:
+            if record.refused is not None:
+                console.print(f"[red]refused by the stream[/]: {record.refused[0]} {record.refused[1]}")
         inputs, cursor = [], 0
         for name, records in items:
             inputs.append(Input(name, published[cursor : cursor + len(records)]))
@@ -120,6 +123,7 @@ def run(
         with console.status("broker, sequencer, sweep and Firehose at work..."):
             runtime.drain()
         result = account(runtime, inputs)
+        traced = _trace_one(runtime, result)
         summary: dict[str, Any] = {"skipped": "disabled"} if not analytics else {}
         if analytics:
             with console.status("running the Glue jobs on the archive with local Spark..."):
@@ -127,9 +131,11 @@ def run(
         body = {
             "inputs": [a.as_report() for a in result.inputs],
             "channels": result.channels,
-            "audit": _audit(result, len(payloads)),
+            "audit": _audit(result, sum(1 for p in published if p.refused is None)),
             "analytics": summary,
         }
+        if traced is not None:
+            body["trace"] = traced
         _render(console, result, body, time.monotonic() - started, messages_dir is None)
         if report is not None:
             report.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +149,44 @@ def run(
             runtime.deprovision()
         if owned:
             endpoint.stop()
+
+
+def _trace_one(runtime: Runtime, result: Accounting) -> dict[str, Any] | None:
+    """``rdss trace`` on one input, the most telling there is: a message some records of which
+    were dropped as duplicates or found invalid, else one moved to invalid, else a sequence."""
+    from rdss.trace import Tracer
+
+    by_id: dict[str, set[str]] = {}
+    for item in result.inputs:
+        if item.message_id:
+            by_id.setdefault(item.message_id, set()).add(item.outcome)
+    ranked = sorted(
+        (i for i in result.inputs if i.message_id),
+        key=lambda i: (
+            len(by_id[i.message_id or ""]) < 2,  # records of one id that went different ways
+            i.outcome != "invalid",
+            i.records < 2,
+        ),
+    )
+    if not ranked:
+        return None
+    chosen = ranked[0]
+    assert chosen.message_id is not None
+    endpoint = runtime.endpoint
+    tracer = Tracer(
+        runtime.deployment,
+        kinesis=endpoint.client("kinesis"),
+        dynamodb=endpoint.client("dynamodb"),
+        s3=endpoint.client("s3"),
+    )
+    timeline = tracer.trace(chosen.message_id)
+    url = f"kinesis://{runtime.deployment.environment}" + (f"?endpoint={endpoint.url}" if endpoint.url else "")
+    return {
+        "input": chosen.name,
+        "command": f"rdss trace {chosen.message_id} --url '{url}'",
+        "lines": timeline.lines(),
+        "timeline": timeline.as_dict(),
+    }
 
 
 def _audit(result: Accounting, published: int) -> dict[str, Any]:
@@ -200,7 +244,7 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     table = Table(title="Inputs and where they went", show_lines=False)
     for column in ("input", "records", "outcome", "channels", "errorCode"):
         table.add_column(column, overflow="fold")
-    colours = {"routed": "green", "duplicate": "blue", "invalid": "yellow", "error": "red"}
+    colours = {"routed": "green", "duplicate": "blue", "invalid": "yellow", "error": "red", "refused": "red"}
     shown = [a for a in result.inputs if not (builtin and a.name.startswith("bulk-"))]
     for item in shown:
         colour = colours.get(item.outcome, "magenta")
@@ -226,10 +270,19 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     outcomes = result.outcomes()
     console.print(
         "[bold]Accounted[/]: "
-        + ", ".join(f"{outcomes.get(o, 0)} {o}" for o in ("routed", "invalid", "error", "duplicate"))
+        + ", ".join(f"{outcomes.get(o, 0)} {o}" for o in ("routed", "invalid", "error", "duplicate", "refused"))
         + (f", [red]{outcomes['unaccounted']} unaccounted[/]" if outcomes.get("unaccounted") else "")
         + f" - audit archive: {body['audit']['objects']} object(s), {body['audit']['records']:,} record(s)"
     )
+    if "trace" in body:
+        trace = body["trace"]
+        console.print(f"[bold]Where one message went[/] ({trace['input']}): [cyan]{trace['command']}[/]")
+        timeline: list[str] = trace["lines"]
+        if len(timeline) > 24:
+            more = f"... {len(timeline) - 20} more (the report has them all)"
+            timeline = [*timeline[:18], more, *timeline[-2:]]
+        for line in timeline:
+            console.print(f"  {line}", markup=False, highlight=False)
     analytics = body["analytics"]
     if "skipped" in analytics:
         console.print(f"[bold]Analytics[/]: skipped ({analytics['skipped']})")

@@ -1,6 +1,16 @@
 """The broker Lambda: the broker AMGI app behind the Kinesis event-source-mapping adaptor."""
 
+from typing import Any
+
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
+from rdss.observability import logger, metrics, tracer
 
-handler = KinesisEventSourceMappingHandler(Broker.from_environment())
+_server = KinesisEventSourceMappingHandler(Broker.from_environment())
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics(capture_cold_start_metric=True)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return _server(event, context)

@@ -2,10 +2,14 @@
 
 from typing import Any
 
+from rdss.observability import logger, metrics, tracer
 from rdss.sequencer import Sweep
 
 _sweep = Sweep.from_environment()
 
 
+@logger.inject_lambda_context
+@metrics.log_metrics(capture_cold_start_metric=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return _sweep.run()

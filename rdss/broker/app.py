@@ -17,13 +17,16 @@ and only the records they affect.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from rdss import history
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
+from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.redrive import redriven_record
@@ -132,6 +135,7 @@ class Broker(Processor):
         replies = [i for i in pending if i.verdict.valid and not i.verdict.is_part and self._is_reply(i)]
         addresses = self._return_addresses(replies)
         is_reply = set(map(id, replies))
+        hop = history.hop(self.machine_id, now=now)
         for item in pending:
             verdict = item.verdict
             if not verdict.valid:
@@ -144,10 +148,21 @@ class Broker(Processor):
                 item.outcome = rejection.channel
                 item.outputs.append(self.send_to(rejection.channel, rejection.record, item.partition_key))
                 tally.add("code", str(rejection.code))
+                logger.warning(
+                    f"message moved to {rejection.channel}",
+                    extra=message_fields(
+                        item.header,
+                        rejection.channel,
+                        errorCode=rejection.code,
+                        errorDescription=rejection.description,
+                        record=item.record,
+                    ),
+                )
             elif verdict.is_part:
                 header = item.header
                 item.outcome = "part"
-                item.outputs.append(self.send_to("sequence", item.payload, header["messageSequence"]["sequence"]))
+                payload = history.append(item.payload, hop, header=header)
+                item.outputs.append(self.send_to("sequence", payload, header["messageSequence"]["sequence"]))
             else:
                 header = item.header
                 if id(item) in is_reply and addresses is None:
@@ -158,7 +173,13 @@ class Broker(Processor):
                 if destination.fallback:
                     tally.add("reply", "default-channel")
                 item.outcome = "routed"
-                item.outputs.append(kinesis_send(destination.stream, item.payload, item.partition_key))
+                if logger.log_level <= logging.DEBUG:
+                    logger.debug(
+                        "message routed", extra=message_fields(header, destination.channel, record=item.record)
+                    )
+                item.outputs.append(
+                    kinesis_send(destination.stream, history.append(item.payload, hop, header=header), item.partition_key)
+                )
                 tally.add("channel", destination.channel)
             tally.add("outcome", item.outcome)
 

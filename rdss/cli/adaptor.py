@@ -77,7 +77,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     from rdss.adaptors.oai_pmh import NETWORK_BACKOFF, HarvestError, OaiPmhAdaptor, OaiPmhClient, Profile
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
 
-    configure_service_logging()
+    configure_service_logging(args, args.application)
     if urlsplit(args.endpoint).scheme not in ("http", "https"):
         raise CommandError(f"{args.endpoint!r} is not an http(s) URL")
     if args.metadata_prefix != "oai_dc":

@@ -15,7 +15,14 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import USAGE, CommandError, _positive_float, _positive_int, configure_service_logging
+from rdss.cli.common import (
+    USAGE,
+    CommandError,
+    _positive_float,
+    _positive_int,
+    add_logging_options,
+    configure_service_logging,
+)
 
 
 def register(commands: Any) -> None:
@@ -54,6 +61,7 @@ def register(commands: Any) -> None:
         help="Kinesis source: seconds before a restarted bridge takes over a dead one's shards (default 10)",
     )
     bridge.add_argument("--json", action="store_true", help="print the final figures as JSON")
+    add_logging_options(bridge)
     bridge.set_defaults(run=run_bridge)
 
 
@@ -61,7 +69,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     from rdss.bridge import DEFAULT_CHANNELS, open_bridge
     from rdss.gateway import GatewayError, TransportError, URLError
 
-    configure_service_logging()
+    configure_service_logging(args, args.group)
     channels = args.channels or list(DEFAULT_CHANNELS)
     try:
         bridge = open_bridge(

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rdss.gateway.url import DEFAULT_URL
+from rdss.logs import FORMATS, LogSettings, configure, parse_level
 
 USAGE = 2
 INVALID = 1
@@ -45,12 +47,36 @@ def add_gateway_options(parser: argparse.ArgumentParser, application: str) -> No
     """
     parser.add_argument("--url", help=f"gateway URL (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
     parser.add_argument("--application", default=application, help=f"application name (default: {application})")
+    add_logging_options(parser)
 
 
-def configure_service_logging() -> None:
-    """Warnings with timestamps on standard error, for the long-running commands."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.CRITICAL)  # its failures are reported as ours
+def add_logging_options(parser: argparse.ArgumentParser) -> None:
+    """``--log-format``, ``--log-level`` and ``-v``: how a service command logs (:mod:`rdss.logs`)."""
+    group = parser.add_argument_group("logging (default: RDSS_LOG_FORMAT, RDSS_LOG_LEVEL, else syslog at INFO)")
+    group.add_argument("--log-format", choices=FORMATS, help="syslog (RFC 5424 to the local syslog), json or text")
+    group.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR")
+    group.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log more: -v every message (INFO), -vv DEBUG"
+    )
+
+
+def configure_service_logging(args: argparse.Namespace, application: str) -> None:
+    """Set up logging for a command that sends or receives messages (see :mod:`rdss.logs`):
+    options first, then the environment.
+
+    Raises:
+        CommandError: a malformed level, or a malformed RDSS_LOG_* / RDSS_SYSLOG_* variable.
+    """
+    try:
+        settings = LogSettings.from_environment()
+        level = settings.level
+        if getattr(args, "log_level", None):
+            level = parse_level(args.log_level, "--log-level")
+        elif getattr(args, "verbose", 0):
+            level = logging.DEBUG if args.verbose > 1 else logging.INFO
+        configure(application, settings=replace(settings, format=args.log_format or settings.format, level=level))
+    except ValueError as error:
+        raise CommandError(str(error)) from error
 
 
 # argparse ``type``s. The leading underscore is kept because argparse names the function in

@@ -8,6 +8,7 @@ out or was answered with a failure reply; 2 usage, I/O or the messaging system u
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -24,10 +25,12 @@ from rdss.cli.common import (
     _positive_float,
     _positive_int,
     add_gateway_options,
+    configure_service_logging,
     describe_os_error,
     read_input,
 )
 from rdss.gateway import (
+    ChannelMismatch,
     Gateway,
     GatewayError,
     MessageRefused,
@@ -38,8 +41,10 @@ from rdss.gateway import (
     URLError,
 )
 from rdss.gateway.backend import StartPosition
+from rdss.logs import message_fields
 
 _APPLICATION = "rdss-cli"
+_log = logging.getLogger("rdss.cli")
 
 
 def register(commands: Any) -> None:
@@ -84,6 +89,7 @@ def register(commands: Any) -> None:
 
 
 def run_send(args: argparse.Namespace) -> int:
+    configure_service_logging(args, args.application)
     payloads = [_read(name) for name in args.files]
     with _gateway(args) as gateway:
         try:
@@ -95,6 +101,8 @@ def run_send(args: argparse.Namespace) -> int:
             return INVALID
         except SendFailed as failed:
             raise CommandError(str(failed), INVALID) from failed
+        except ChannelMismatch as mismatch:
+            raise CommandError(f"{args.files[mismatch.index]}: {mismatch}", USAGE) from mismatch
     for name, receipt in zip(args.files, receipts, strict=True):
         parts = f" as {len(receipt.parts)} parts" if receipt.split else ""
         print(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}")
@@ -102,6 +110,7 @@ def run_send(args: argparse.Namespace) -> int:
 
 
 def run_tail(args: argparse.Namespace) -> int:
+    configure_service_logging(args, args.application)
     start: StartPosition = "earliest" if args.from_start else "latest"
     seen = 0
     with _gateway(args) as gateway:
@@ -112,6 +121,7 @@ def run_tail(args: argparse.Namespace) -> int:
                 deliveries = consumer.poll(100)
                 for delivery in deliveries[: None if args.count is None else args.count - seen]:
                     sys.stdout.buffer.write(_line(delivery.payload) + b"\n")
+                    _log.info("Message received", extra=_fields(delivery.payload, args.channel))
                     seen += 1
                 sys.stdout.flush()
                 if deliveries:
@@ -126,6 +136,7 @@ def run_tail(args: argparse.Namespace) -> int:
 
 
 def run_request(args: argparse.Namespace) -> int:
+    configure_service_logging(args, args.application)
     payload = _read(args.file)
     with _gateway(args, reply_poll_interval=args.interval) as gateway:
         try:
@@ -164,6 +175,15 @@ def _read(name: str) -> bytes:
         return read_input(name)
     except OSError as error:
         raise CommandError(describe_os_error(error), USAGE) from error
+
+
+def _fields(payload: bytes, channel: str) -> dict[str, Any]:
+    """The log fields of a record ``tail`` printed (whatever it holds)."""
+    try:
+        header = orjson.loads(payload).get("messageHeader")
+    except (orjson.JSONDecodeError, AttributeError):
+        header = None
+    return message_fields(header if isinstance(header, dict) else {}, channel)
 
 
 def _line(payload: bytes) -> bytes:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rdss.cli.checkout import tool
-from rdss.cli.common import CommandError
+from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
 
 
 def register(commands: Any) -> None:
@@ -22,6 +22,7 @@ def register(commands: Any) -> None:
     up.add_argument("--port", type=int, default=0, help="loopback port for the embedded AWS (default: a free one)")
     up.add_argument("--env", default="local", help="deployment name (default: local)")
     up.add_argument("--shards", type=int, default=2, help="shards per stream (default 2)")
+    add_logging_options(up)
     up.set_defaults(run=run_up)
 
     demo = actions.add_parser("demo", help="publish a workload, let the system run, report where everything went")
@@ -31,15 +32,16 @@ def register(commands: Any) -> None:
     demo.set_defaults(run=run_demo)
 
 
-def _quiet_processors() -> None:
+def _quiet_processors(level: str = "WARNING") -> None:
     """The processors log JSON and emit EMF metrics on stdout, as they must in Lambda; on a
-    terminal that would bury the summary. Warnings still show; either can be set back."""
+    terminal that would bury the summary. Lines at ``level`` and above still show; either can
+    be set back (POWERTOOLS_METRICS_DISABLED, POWERTOOLS_LOG_LEVEL)."""
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", level)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    _quiet_processors()
+    _quiet_processors("ERROR")  # the report says where every message went, the moves included
     demo = tool("demo")
 
     if args.messages is not None and not args.messages.is_dir():
@@ -48,13 +50,21 @@ def run_demo(args: argparse.Namespace) -> int:
         body = demo.run(messages_dir=args.messages, report=args.report, analytics=not args.no_analytics)
     except FileNotFoundError as error:
         raise CommandError(str(error)) from error
-    unaccounted = [i for i in body["inputs"] if i["outcome"] not in ("routed", "invalid", "error", "duplicate")]
+    unaccounted = [
+        i for i in body["inputs"] if i["outcome"] not in ("routed", "invalid", "error", "duplicate", "refused")
+    ]
     return 1 if unaccounted else 0
 
 
 def run_up(args: argparse.Namespace) -> int:
     _quiet_processors()
+    configure_service_logging(args, "rdss-local")
     from rich.console import Console
+
+    from rdss import logs
+    from rdss.observability import logger as processors
+
+    logs.adopt(processors.name)  # the broker's and sequencer's lines go where the runtime's go
 
     from rdss.local.emulator import start_embedded
     from rdss.local.runtime import Runtime, Settings

@@ -7,6 +7,7 @@ to an in-process bus (the spec's Mock, for application tests). See :class:`Gatew
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, Transport, TransportError
 from rdss.gateway.consumer import Received, Receiver, ReceiveStats, Selector, select
 from rdss.gateway.exceptions import (
+    ChannelMismatch,
     GatewayError,
     MessageRefused,
     Rejected,
@@ -19,6 +20,7 @@ from rdss.gateway.send import Receipt
 from rdss.gateway.url import URLError
 
 __all__ = [
+    "ChannelMismatch",
     "Consumer",
     "Delivery",
     "Gateway",

@@ -59,6 +59,7 @@ from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.throttle import Throttle
+from rdss.logs import message_fields
 from rdss.messages import Message
 from rdss.rejection import Rejector
 from rdss.repository.entries import RECEIVED, Entry, Repository
@@ -431,6 +432,7 @@ class Receiver:
                         delivery.id,
                         verdict.error_code,
                         verdict.error_description,
+                        extra=message_fields(verdict.header or {}, self.channel, errorCode=verdict.error_code),
                     )
                     skipped.append(delivery)
                 continue
@@ -529,6 +531,7 @@ class Receiver:
                 self._move([(d, ErrorCode.GENERR003, "expirationTimestamp passed") for d in received.deliveries])
                 continue
             self.stats.delivered += 1
+            _log.info("Message received", extra=message_fields(received.header, self.channel))
             return received
         return None
 
@@ -615,7 +618,20 @@ class Receiver:
                 moving.append((delivery, Outgoing(rejection.channel, rejection.record, key, rejection.headers)))
             outcomes = self.publish([outgoing for _, outgoing in moving]) if moving else []
             for outcome, (delivery, outgoing) in zip(outcomes, moving, strict=True):
-                if not outcome.ok:  # left unsettled: read again after a restart rather than lost
+                if outcome.ok:
+                    _log.warning(
+                        "%s: record %s moved to %s: %s",
+                        self.channel,
+                        delivery.id,
+                        outgoing.channel,
+                        outgoing.headers.get("errorCode"),
+                        extra={
+                            "channel": outgoing.channel,
+                            "errorCode": outgoing.headers.get("errorCode"),
+                            "record": delivery.id,
+                        },
+                    )
+                else:  # left unsettled: read again after a restart rather than lost
                     unmoved.append(delivery)
                     _log.error(
                         "%s: record %s (%s) could not be moved to %s: %s %s",

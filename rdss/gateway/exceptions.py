@@ -39,6 +39,24 @@ class MessageRefused(GatewayError, ValueError):
         super().__init__(f"{first.error_code}: {first.error_description}{more}")
 
 
+class ChannelMismatch(GatewayError, ValueError):
+    """A message was sent to a channel its content is not routed to, on a messaging system
+    where a broker routes by content (Kinesis: every message enters through ``input``, is
+    archived there, and the broker puts it on the channel of its type and class). Nothing was
+    sent."""
+
+    def __init__(
+        self, index: int, message_type: str, message_class: str, channel: str, routed_to: str, entry: str
+    ) -> None:
+        self.index = index
+        self.channel = channel
+        self.routed_to = routed_to
+        super().__init__(
+            f"a {message_type} {message_class} is routed to {routed_to}, not {channel}: every message enters "
+            f"through {entry} and the broker routes it by its type and class (send it to {routed_to} or {entry})"
+        )
+
+
 @dataclass(frozen=True)
 class Undelivered:
     """A message (or one part of it) the channel did not acknowledge."""

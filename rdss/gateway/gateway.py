@@ -96,16 +96,22 @@ class Gateway:
         self.repository: Repository = backend.repository
         #: How this gateway moves a message it will not deliver (the one reject path).
         self.rejector: Rejector = backend.rejector
-        self.sender = Sender(self.transport, self.repository, limit=size_limit)
+        self.sender = Sender(self.transport, self.repository, limit=size_limit, machine_id=application)
 
     # -- sending -------------------------------------------------------------------------------
     def send(self, message: Sendable, *, channel: str = "input") -> Receipt:
-        """Send one message (a dict in the spec's shape, or its JSON bytes sent byte for byte).
+        """Send one message (a dict in the spec's shape, or its JSON bytes sent byte for byte,
+        with this gateway's hop added to messageHistory).
+
+        Where a broker routes by content (Kinesis) every message enters through ``input``, where
+        the Audit Log archives it: ``channel`` names where it should end up, and must be where
+        its type and class route it.
 
         Returns once the channel acknowledged it (every part, if it was split).
 
         Raises:
             MessageRefused: invalid (``error_code`` says why); nothing was sent.
+            ChannelMismatch: its content routes to another channel than ``channel``; nothing sent.
             SendFailed: not acknowledged after every retry (GENERR005, logged).
         """
         return self.sender.send([message], channel)[0]

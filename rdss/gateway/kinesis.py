@@ -169,6 +169,10 @@ class KinesisTransport(LogTransport):
     """The streams of one deployment as a :class:`rdss.gateway.backend.Transport`."""
 
     scheme = "kinesis"
+    #: Every message enters the deployment through ``input``: Firehose archives that channel (the
+    #: spec's Audit Log) and the broker routes each message by its content, so a send named for
+    #: a routed channel is published there (:meth:`rdss.gateway.send.Sender.entry`).
+    entry_channel = "input"
 
     def __init__(
         self,

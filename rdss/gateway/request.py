@@ -28,6 +28,7 @@ import orjson
 from rdss.gateway.backend import Consumer, Delivery, Transport
 from rdss.gateway.exceptions import RequestFailed, RequestTimeout
 from rdss.gateway.send import Receipt, Sendable
+from rdss.logs import message_fields
 from rdss.messages import Message
 from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import Reassembler, SequenceError
@@ -68,6 +69,7 @@ def request(
         raise RequestTimeout(request_id, address, timeout)
     repository.record([Entry.of(header, RECEIVED) for header in parts])
     header = reply["messageHeader"]
+    _log.info("Message received", extra=message_fields(header, address, errorCode=header.get("errorCode")))
     if header.get("errorCode"):  # a failure reply: the responder could not answer, and says why
         raise RequestFailed(
             str(header["errorCode"]), str(header.get("errorDescription", "")), request_id=request_id, reply=reply

@@ -5,12 +5,16 @@ For each call, in order:
 1. every message is classified with :func:`rdss.validation.validate` (the size stage aside: a
    message over the limit is split, not refused); if any is invalid nothing is sent and
    :class:`MessageRefused` names each one's error code;
-2. a message over the limit becomes a sequence (:func:`rdss.sequences.split`) whose parts all
+2. the gateway's hop is appended to each message's messageHistory (:mod:`rdss.history`); where a
+   broker routes by content (Kinesis) a message named for a routed channel is published on the
+   transport's entry channel (``input``, archived by the Audit Log), and must be routed to the
+   channel named (:class:`ChannelMismatch` otherwise);
+3. a message over the limit becomes a sequence (:func:`rdss.sequences.split`) whose parts all
    carry the sequence id as partition key, so they land on one shard, in order;
-3. the Local Data Repository records every message (every part) TO_SEND;
-4. the transport publishes and blocks until each is acknowledged (PutRecords batches of 500,
+4. the Local Data Repository records every message (every part) TO_SEND;
+5. the transport publishes and blocks until each is acknowledged (PutRecords batches of 500,
    failed entries retried with the spec's backoff);
-5. what was acknowledged is recorded SENT; anything the channel never acknowledged stays TO_SEND
+6. what was acknowledged is recorded SENT; anything the channel never acknowledged stays TO_SEND
    and :class:`SendFailed` reports it with GENERR005 (retries exhausted, logged) or GENERR006.
 
 Large batches go through in windows of :data:`WINDOW` records, so memory stays bounded and each
@@ -19,19 +23,27 @@ window costs ten full PutRecords calls.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES
+from rdss import MAX_MESSAGE_BYTES, history
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Outgoing, Transport
-from rdss.gateway.exceptions import MessageRefused, Refusal, SendFailed, Undelivered
+from rdss.gateway.exceptions import ChannelMismatch, MessageRefused, Refusal, SendFailed, Undelivered
+from rdss.logs import message_fields
 from rdss.repository.entries import SENT, TO_SEND, Entry, Repository
 from rdss.sequences import split
+from rdss.topology import RDSS
 from rdss.validation import validate
+
+_log = logging.getLogger(__name__)
+
+#: Channels a broker fills by content: where it routes, a send to them goes to the entry channel.
+_BROKERED = frozenset(c.name for c in RDSS.channels if c.kind in ("routed", "sequence"))
 
 #: Records per TO_SEND / publish / SENT round: ten PutRecords calls of 500.
 WINDOW = 5_000
@@ -67,12 +79,24 @@ class _Prepared:
 
 
 class Sender:
-    """Validates, splits, records and publishes messages for one gateway."""
+    """Validates, splits, records and publishes messages for one gateway.
 
-    def __init__(self, transport: Transport, repository: Repository, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+    Each message gains this gateway's hop in its messageHistory (``machine_id``, this host, now)
+    before it is split or sent; no other byte of it changes.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        repository: Repository,
+        *,
+        limit: int = MAX_MESSAGE_BYTES,
+        machine_id: str = "gateway",
+    ) -> None:
         self.transport = transport
         self.repository = repository
         self.limit = limit
+        self.machine_id = machine_id
 
     def send(self, messages: Iterable[Sendable], channel: str) -> list[Receipt]:
         """Send every message to ``channel``; returns once all are acknowledged.
@@ -83,6 +107,7 @@ class Sender:
             TransportError: the channel is unknown or the messaging system unusable.
         """
         prepared = self.prepare(messages, channel)
+        channel = self.entry(channel)
         receipts: list[Receipt] = []
         undelivered: list[Undelivered] = []
         exhausted = False
@@ -108,25 +133,50 @@ class Sender:
             )
         return receipts
 
+    def entry(self, channel: str) -> str:
+        """The channel a message for ``channel`` is published on: the transport's entry channel
+        (Kinesis: ``input``, where the broker routes by content and Firehose archives every
+        record) for the routed and sequence channels; the channel itself otherwise."""
+        entry = getattr(self.transport, "entry_channel", None)
+        if entry is None or channel == entry or channel not in _BROKERED:
+            return channel
+        return str(entry)
+
     def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:
-        """Classify and split; raises :class:`MessageRefused` if any message is invalid."""
+        """Classify and split; raises :class:`MessageRefused` if any message is invalid, and
+        :class:`ChannelMismatch` if one names a channel its content is not routed to where a
+        broker routes by content."""
         prepared: list[_Prepared] = []
         refusals: list[Refusal] = []
+        brokered = self.entry(channel) != channel
+        hop = history.hop(self.machine_id)
         for index, message in enumerate(messages):
             payload = bytes(message) if isinstance(message, bytes | bytearray) else orjson.dumps(message)
             verdict = validate(payload, size_limit=None)
             if not verdict.valid or verdict.message is None:
                 assert verdict.error_code is not None
                 refusals.append(Refusal(index, verdict.error_code, verdict.error_description or ""))
+                _log.warning(
+                    "Message refused",
+                    extra=message_fields(
+                        verdict.header or {},
+                        channel,
+                        errorCode=verdict.error_code,
+                        errorDescription=verdict.error_description,
+                    ),
+                )
                 continue
             header = verdict.message["messageHeader"]
+            if brokered:
+                _check_route(index, header, channel, verdict.is_part, self.entry(channel))
+            payload = history.append(payload, hop, header=header)
             if verdict.is_part or len(payload) <= self.limit:
                 sequence = header["messageSequence"]["sequence"]
                 key = sequence if verdict.is_part else header["messageId"]
                 receipt = Receipt(header["messageId"], channel, (header["messageId"],), sequence)
                 prepared.append(_Prepared(receipt, [(header, payload)], key))
                 continue
-            parts = split(verdict.message, self.limit)
+            parts = split(orjson.loads(payload), self.limit)
             sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
             records = [(part["messageHeader"], orjson.dumps(part)) for part in parts]
             receipt = Receipt(
@@ -148,6 +198,7 @@ class Sender:
             for header, payload in item.records
         ]
         outcomes = self.transport.publish(outgoing)
+        logging_sent = _log.isEnabledFor(logging.INFO)
         sent: list[Entry] = []
         exhausted = False
         position = 0
@@ -160,11 +211,43 @@ class Sender:
             for (header, _), result in zip(item.records, results, strict=True):
                 if result.ok:
                     sent.append(Entry.of(header, SENT))
+                    if logging_sent:
+                        _log.info("Message sent", extra=message_fields(header, channel))
                 else:
                     exhausted |= result.retries_exhausted
                     undelivered.append(Undelivered(header["messageId"], result.error_code or "", result.error_message))
+                    code = ErrorCode.GENERR005 if result.retries_exhausted else ErrorCode.GENERR006
+                    _log.error(
+                        "Message not sent",
+                        extra=message_fields(
+                            header,
+                            channel,
+                            errorCode=code,
+                            errorDescription=f"{result.error_code}: {result.error_message}",
+                        ),
+                    )
         self.repository.record(sent)
         return exhausted
+
+
+def _check_route(index: int, header: Mapping[str, Any], channel: str, is_part: bool, entry: str) -> None:
+    """A message named for a routed channel must be routed there by its content, since the
+    broker, not the producer, puts it there.
+
+    Raises:
+        ChannelMismatch: it would end up elsewhere.
+    """
+    route = RDSS.route(header["messageType"], header["messageClass"])
+    if route is None:  # pragma: no cover - the classifier refuses unroutable pairs first
+        return
+    if channel == "sequence":
+        fits = is_part
+    elif route.reply:  # goes to the returnAddress its request named: any routed channel
+        fits = RDSS.channel(channel).kind == "routed"
+    else:
+        fits = route.channel == channel
+    if not fits:
+        raise ChannelMismatch(index, header["messageType"], header["messageClass"], channel, route.channel, entry)
 
 
 def _routing_headers(header: Mapping[str, Any]) -> dict[str, str]:

@@ -29,6 +29,7 @@ import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
+from rdss.errors import ErrorCode
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import FirehoseBridge
@@ -59,16 +60,19 @@ class Settings:
 
 @dataclass
 class Published:
-    """One record put on a channel: its bytes and where Kinesis put it."""
+    """One record put on a channel: its bytes and where Kinesis put it, or why it did not."""
 
     payload: bytes
-    shard_id: str
-    sequence_number: str
+    shard_id: str = ""
+    sequence_number: str = ""
+    #: (the spec's error code, the reason) when the stream did not take the record: GENERR006
+    #: for a refusal (a record over Kinesis' 1 MiB), GENERR005 when retries ran out.
+    refused: tuple[str, str] | None = None
 
     @property
     def record(self) -> str:
-        """The record's identity as the broker's Local Data Repository names it."""
-        return f"{self.shard_id}/{self.sequence_number}"
+        """The record's identity as the broker's Local Data Repository names it ("" if refused)."""
+        return f"{self.shard_id}/{self.sequence_number}" if self.refused is None else ""
 
 
 def partition_key(payload: bytes, index: int) -> str:
@@ -174,7 +178,8 @@ class Runtime:
 
     # -- publishing ----------------------------------------------------------------------------
     def publish(self, payloads: list[bytes], *, partition_keys: list[str] | None = None) -> list[Published]:
-        """Put records on ``input`` as a producer would; returns where each landed.
+        """Put records on ``input`` as a producer would; returns where each landed, or why the
+        stream did not take it (a record over 1 MiB: the others go anyway).
 
         Default partition keys follow producers' conventions (:func:`partition_key`)."""
         keys = partition_keys or [partition_key(payload, index) for index, payload in enumerate(payloads)]
@@ -183,10 +188,13 @@ class Runtime:
             for index, (payload, key) in enumerate(zip(payloads, keys, strict=True))
         ]
         report = PutRecordsBatcher(self.endpoint.client("kinesis")).put(records)
-        if report.failed:
-            raise RuntimeError(f"{len(report.failed)} record(s) could not be published: {report.failed[0].error_code}")
-        placed = {d.record.token: d for d in report.delivered}
-        return [Published(payloads[i], placed[i].shard_id, placed[i].sequence_number) for i in range(len(payloads))]
+        published = {d.record.token: Published(d.record.data, d.shard_id, d.sequence_number) for d in report.delivered}
+        for failed in report.failed:
+            code = ErrorCode.GENERR005 if failed.retries_exhausted else ErrorCode.GENERR006
+            reason = f"{failed.error_code}: {failed.error_message}"
+            _log.info("record %d not published: %s %s", failed.record.token, code, reason)  # the caller reports it
+            published[failed.record.token] = Published(failed.record.data, refused=(str(code), reason))
+        return [published[i] for i in range(len(payloads))]
 
     # -- running -------------------------------------------------------------------------------
     def step(self) -> int:

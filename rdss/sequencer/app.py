@@ -20,10 +20,11 @@ from typing import Any
 
 import orjson
 
-from rdss import timestamps
+from rdss import history, timestamps
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
 from rdss.errors import ErrorCode
+from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
@@ -104,6 +105,10 @@ class Sequencer(Processor):
                 f"part arrived after sequence {part.sequence} was moved to the error channel ({status})",
             )
             part.outputs.append(self.send_to(rejection.channel, rejection.record, part.sequence))
+            logger.warning(
+                f"message moved to {rejection.channel}",
+                extra=message_fields(header, rejection.channel, errorCode=rejection.code),
+            )
             tally.add("outcome", "late-part")
             return
         self.store.stage(part.sequence, part.position, part.payload)
@@ -115,6 +120,7 @@ class Sequencer(Processor):
         """All parts are in: validate the whole and send every part where it belongs."""
         staged = self.store.load(last.sequence, positions)
         parts = [orjson.loads(staged[p]) for p in sorted(staged)]
+        headers = {p: part["messageHeader"] for p, part in zip(sorted(staged), parts, strict=True)}
         try:
             whole = join(parts)
         except SequenceError as error:
@@ -137,8 +143,15 @@ class Sequencer(Processor):
             request = self.ldr.get([header.get("correlationId", "")]).get(header.get("correlationId", ""))
             address = (request or {}).get("returnAddress")
         destination = self.router.destination(header["messageType"], header["messageClass"], address)
+        hop = history.hop(self.machine_id, now=self.now())
         for position in sorted(staged):
-            last.outputs.append(kinesis_send(destination.stream, staged[position], last.sequence))
+            last.outputs.append(
+                kinesis_send(
+                    destination.stream,
+                    history.append(staged[position], hop, header=headers[position]),
+                    last.sequence,
+                )
+            )
         last.completes = positions
         tally.add("outcome", "sequence-complete")
         tally.add("channel", destination.channel)
@@ -148,3 +161,8 @@ class Sequencer(Processor):
         for position in sorted(staged):
             rejection = self.rejector.reject(staged[position], code, description)
             last.outputs.append(self.send_to(rejection.channel, rejection.record, last.sequence))
+            header = orjson.loads(staged[position])["messageHeader"]
+            logger.warning(
+                f"message moved to {rejection.channel}",
+                extra=message_fields(header, rejection.channel, errorCode=code, errorDescription=description),
+            )

@@ -14,7 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from rdss.errors import ErrorCode
+from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger
 from rdss.putrecords import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.rejection import Rejector, S3ClaimChecks
@@ -93,6 +96,12 @@ class Sweep:
                 tally.add("outcome", "retry-later")
                 continue
             if self.store.finish(progress.sequence, status, progress.positions):
+                for payload in staged.values():
+                    header = orjson.loads(payload)["messageHeader"]
+                    logger.warning(
+                        "message moved to error",
+                        extra=message_fields(header, "error", errorCode=code, errorDescription=description),
+                    )
                 moved.append(progress.sequence)
                 tally.add("outcome", status.lower())
                 tally.add("code", str(code))

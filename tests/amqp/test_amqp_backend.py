@@ -16,6 +16,7 @@ import orjson
 import pika
 import pytest
 
+from rdss import history
 from rdss.gateway import Gateway, Received, Receiver, SendFailed
 from rdss.gateway.amqp import AmqpTransport, Tier, mosaic, parse_tiers, routing_key
 from rdss.gateway.amqp.redeliveries import SqliteRedeliveries
@@ -23,6 +24,7 @@ from rdss.gateway.backend import Outgoing
 from rdss.gateway.url import URLError, parse
 from rdss.messages import new_message, serialise
 from tests.amqp.conftest import amqp_url
+from tests.support.hops import unhopped
 from tests.support.rabbitmq import RabbitMQ
 from tools.workload import Workload
 
@@ -105,7 +107,7 @@ def test_the_topology_and_the_wire_format(url, rabbitmq):
     envelope = orjson.loads(body)  # a Mosaic envelope on the wire
     assert envelope["message_id"] == message["messageHeader"]["messageId"]
     assert envelope["message_type"] == "MetadataCreate"
-    assert mosaic.to_rdss(envelope) == message
+    assert unhopped(mosaic.to_rdss(envelope)) == (message, ["producer"])
     assert properties.delivery_mode == 2
     assert properties.message_id == message["messageHeader"]["messageId"]
     assert properties.app_id == "producer"
@@ -118,7 +120,7 @@ def test_envelope_rdss_sends_the_message_as_it_is(rabbitmq, tmp_path):
         gateway.transport.declare("metadata", "catalogue")  # type: ignore[attr-defined]
         gateway.send(message, channel="metadata")
     [(_, body)] = drain(rabbitmq, f"{namespace(url)}.catalogue.metadata.MetadataDelete")
-    assert body == serialise(message)
+    assert history.extends(serialise(message), body)  # as it is, plus the producer's hop
 
 
 def test_a_message_no_queue_is_bound_for_is_refused_not_dropped(url):
@@ -256,7 +258,7 @@ def test_a_poison_message_goes_through_the_tiers_to_dead_letter(url):
     assert gaps[1] >= 0.2
     assert gaps[2] >= 0.5
     [delivery] = deliveries
-    assert orjson.loads(delivery.payload) == poison
+    assert unhopped(delivery.payload)[0] == poison
     headers = delivery.attributes["headers"]
     assert headers["x-rdss-dead-reason"].startswith("retries-exhausted")
     assert headers["x-rdss-queue"].endswith("worker.metadata.MetadataCreate")
@@ -302,7 +304,7 @@ def test_a_message_that_crashes_its_consumer_is_dead_lettered_across_restarts(ur
         operators.transport.consumer("dead_letter", group="ops") as dead,
     ):
         [delivery] = _poll_until(dead, 1)
-    assert orjson.loads(delivery.payload) == poison
+    assert unhopped(delivery.payload)[0] == poison
     assert delivery.attributes["headers"]["x-rdss-dead-reason"].startswith("redeliveries-exceeded")
     counter = SqliteRedeliveries(state(url))
     assert counter.count(f"{queue}/{message_id}") == 0  # forgotten once dead-lettered

@@ -12,13 +12,17 @@ import time
 import orjson
 import pytest
 
+from rdss import history
 from rdss.bridge import Bridge, open_bridge
 from rdss.gateway import Gateway
+from rdss.gateway import memory as memory_backend
 from rdss.messages import serialise
 from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
+from tests.support.hops import unhopped
 from tests.support.rabbitmq import TcpProxy
 from tools.workload import Workload
+from tests.support.traffic import channel_mix
 
 pytestmark = pytest.mark.integration
 
@@ -38,9 +42,8 @@ def ids(messages):
 
 def test_kinesis_to_rabbitmq_drops_duplicates_and_moves_invalid_records(kinesis_url, url, system, rabbitmq):
     messages = Workload(seed=41).mix(60)
-    with Gateway(kinesis_url, application="producer") as producer:
-        producer.send_all(messages, channel="metadata")
-        producer.send_all(messages[:5], channel="metadata")  # Kinesis is at least once: resent
+    system.publish([serialise(m) for m in messages], channel="metadata")  # the broker's output
+    system.publish([serialise(m) for m in messages[:5]], channel="metadata")  # at least once: again
     system.publish([b'{"messageHeader": 7}'], channel="metadata")  # not a message: GENERR004
     bridge = open_bridge(kinesis_url, url, ["metadata"], declare=["repository"], poll_interval=0.1)
     stats = bridge.run(idle_timeout=1.5)
@@ -60,7 +63,7 @@ def test_rabbitmq_to_kinesis_through_dropped_connections_on_both_sides(kinesis_u
     """The bridge reads RabbitMQ and writes Kinesis through TCP relays, both cut every 0.5 s six
     times over: every message reaches Kinesis, and the far side's application sees each one once
     (the redelivery limit is 2, so the drops must not count as crashes)."""
-    messages = Workload(seed=42).mix(400)
+    messages = channel_mix(42, 400, "metadata")
     amqp_relay = TcpProxy(rabbitmq.port)
     host, port = system.endpoint.url.removeprefix("http://").split(":")
     aws_relay = TcpProxy(int(port), host)
@@ -82,7 +85,11 @@ def test_rabbitmq_to_kinesis_through_dropped_connections_on_both_sides(kinesis_u
     worker = threading.Thread(target=bridge.run, kwargs={"stop": stop}, daemon=True)
     worker.start()
     try:
-        with Gateway(kinesis_url, application="archive") as far, far.receiver("metadata", poll_interval=0.2) as inbox:
+        with (
+            system.routing(),  # the bridge sends to input: the broker routes them to metadata
+            Gateway(kinesis_url, application="archive") as far,
+            far.receiver("metadata", poll_interval=0.2) as inbox,
+        ):
             got = collect(inbox, len(messages), timeout=60)
             assert inbox.receive(timeout=1) is None
     finally:
@@ -100,8 +107,7 @@ def test_a_bridge_killed_mid_stream_resumes_without_loss_or_duplicates(kinesis_u
     """``rdss bridge`` as a process, SIGKILLed after the far side got some messages, then started
     again: the far side ends with every message, each delivered to its application once."""
     messages = Workload(seed=43).mix(400)
-    with Gateway(kinesis_url, application="producer") as producer:
-        producer.send_all(messages, channel="metadata")
+    system.publish([serialise(m) for m in messages], channel="metadata")
     command = [
         sys.executable,
         "-m",
@@ -158,9 +164,15 @@ def test_a_bridge_between_memory_and_rabbitmq_preserves_bytes(url):
     back.step()  # the return bridge's queues exist before anything is sent
     there.run(idle_timeout=0.5)
     back.run(idle_timeout=0.5)
-    with Gateway(memory, application="reader") as reader, reader.receiver("metadata") as inbox:
-        got = collect(inbox, 10)
-    assert sorted(r.payload for r in got) == sorted(serialise(m) for m in messages)
+    # the channel holds what the producer sent and, after it, what came back through RabbitMQ
+    records = memory_backend.bus(memory.removeprefix("memory://")).payloads("metadata")
+    sent = {m["messageHeader"]["messageId"]: serialise(m) for m in messages}
+    assert len(records) == 2 * len(messages)
+    for record in records[len(messages) :]:  # byte for byte, plus a hop for each bridge
+        original = records[list(sent).index(orjson.loads(record)["messageHeader"]["messageId"])]
+        assert history.extends(original, record)
+        assert history.extends(sent[orjson.loads(record)["messageHeader"]["messageId"]], record)
+        assert unhopped(record)[1] == ["producer", "bridge", "return"]
 
 
 def test_the_command_reports_an_unreachable_broker_in_one_line():

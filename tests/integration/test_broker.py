@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from rdss import decoration
+from rdss import decoration, history
 from rdss.messages import new_message, reply
 from rdss.sequences import split
 from tests.conftest import invalid_examples
@@ -31,7 +31,7 @@ def ids(records: list[bytes]) -> list[str]:
     return [orjson.loads(r)["messageHeader"]["messageId"] for r in records]
 
 
-def test_every_type_and_class_is_routed_unchanged(system: System):
+def test_every_type_and_class_is_routed_with_only_the_brokers_hop_added(system: System):
     workload = Workload(31)
     expected: dict[str, list[bytes]] = {"metadata": [], "vocabulary": [], "responses": []}
     payloads = []
@@ -53,8 +53,14 @@ def test_every_type_and_class_is_routed_unchanged(system: System):
         expected[channel].append(payload)
     system.publish(payloads)
     run_broker(system)
+    broker = f"rdss-{system.deployment.environment}-broker"
     for channel, sent in expected.items():
-        assert sorted(system.read(channel)) == sorted(sent), channel  # byte for byte
+        routed = {orjson.loads(r)["messageHeader"]["messageId"]: r for r in system.read(channel)}
+        assert sorted(routed) == sorted(ids(sent)), channel
+        for payload in sent:  # byte for byte, plus the broker's hop in messageHistory
+            record = routed[orjson.loads(payload)["messageHeader"]["messageId"]]
+            assert history.extends(payload, record)
+            assert [hop["machineId"] for hop in history.hops(record)] == [broker]
     assert system.read("invalid") == []
     assert system.read("error") == []
 
@@ -176,7 +182,10 @@ def test_a_sequence_whose_whole_body_is_invalid_goes_to_the_invalid_channel(syst
         header = orjson.loads(record)["messageHeader"]
         assert header["errorCode"] == "GENERR001"
         assert "objectTitle" in header["errorDescription"]
-    assert sorted(decoration.original(r) for r in rejected) == sorted(orjson.dumps(p) for p in parts)
+    # the parts as published, plus the broker's hop: it forwarded them to the sequence channel
+    originals = {orjson.loads(r)["messageHeader"]["messageId"]: decoration.original(r) for r in rejected}
+    for part in parts:
+        assert history.extends(orjson.dumps(part), originals[part["messageHeader"]["messageId"]])
 
 
 def test_an_incomplete_sequence_goes_to_the_error_channel_at_expiry(system: System):

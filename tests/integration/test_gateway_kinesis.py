@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration, timestamps
+from rdss import decoration, history, timestamps
 from rdss.gateway import MessageRefused, RequestFailed, SendFailed, select
 from rdss.gateway.checkpoints import SHARD_END, TRIM_HORIZON, DynamoLeaseStore, Lease
 from rdss.local.emulator import wait_active
@@ -48,11 +48,14 @@ def ldr(system: System, key: str) -> dict[str, Any] | None:
 def test_send_and_receive_with_a_sequence_and_the_local_data_repository(system: System):
     producer, consumer = open_gateway(system, "producer"), open_gateway(system, "consumer")
     workload = Workload(41)
-    messages = workload.mix(20)
+    types = ("MetadataCreate", "MetadataUpdate", "MetadataDelete")
+    messages = [workload.message(types[i % 3], "Event") for i in range(20)]
     big = workload.large(2_100_000)
-    producer.send_all(messages, channel="metadata")
+    producer.send_all(messages, channel="metadata")  # through input: the broker routes them there
     receipt = producer.send(big, channel="metadata")
     assert len(receipt.parts) == 3
+    assert system.read("metadata") == []
+    system.route()
     got, stats = drain(consumer, "metadata")
     assert sorted(ids(got)) == sorted([*ids(messages), receipt.parts[0]])
     [whole] = [r for r in got if r.message_id == receipt.parts[0]]
@@ -66,7 +69,9 @@ def test_send_and_receive_with_a_sequence_and_the_local_data_repository(system: 
     assert sent["position"] == {"N": "2"}
     assert sent["messageType"] == {"S": "MetadataCreate"}
     assert ldr(system, f"gateway:consumer:{ids(messages)[0]}")["status"] == {"S": "RECEIVED"}  # type: ignore[index]
-    assert ldr(system, ids(messages)[0]) is None
+    bare = ldr(system, ids(messages)[0])  # the bare messageId is the broker's claim, not the gateway's
+    assert bare is not None
+    assert bare["claimedBy"]["S"].startswith("shardId-")
 
 
 def test_the_broker_routes_what_the_gateway_sent(system: System):
@@ -75,7 +80,12 @@ def test_the_broker_routes_what_the_gateway_sent(system: System):
     payload = orjson.dumps(message, option=orjson.OPT_INDENT_2)
     producer.send(payload)
     system.mapping("input", system.handler(system.broker())).drain()
-    assert system.read("metadata") == [payload]  # not dropped as a duplicate of the gateway's entry
+    [routed] = system.read("metadata")  # not dropped as a duplicate of the gateway's entry
+    assert history.extends(payload, routed)  # every byte as sent, plus two hops
+    assert [hop["machineId"] for hop in history.hops(routed)] == [
+        "producer",
+        f"rdss-{system.deployment.environment}-broker",
+    ]
 
 
 def test_a_batch_send_uses_full_put_records_calls(system: System):
@@ -224,10 +234,10 @@ def test_request_reply_through_the_broker(system: System):
 
 def test_resharding_children_after_parents_and_nothing_twice(system: System):
     kinesis, stream = system.client("kinesis"), system.deployment.stream("metadata")
-    producer, consumer = open_gateway(system, "producer"), open_gateway(system, "consumer")
+    consumer = open_gateway(system, "consumer")
     workload = Workload(49)
     first, second, third = workload.mix(10), workload.mix(10), workload.mix(10)
-    producer.send_all(first, channel="metadata")
+    system.publish([orjson.dumps(m) for m in first], channel="metadata")
     with consumer.receiver("metadata", poll_interval=0.05) as inbox:  # half of the first ten, then stop
         for _ in range(5):
             received = inbox.receive(timeout=2)
@@ -236,11 +246,11 @@ def test_resharding_children_after_parents_and_nothing_twice(system: System):
     [parent] = [s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]]
     kinesis.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2**127))
     wait_active(kinesis, stream)  # UPDATING while it splits: Kinesis refuses another reshard until then
-    producer.send_all(second, channel="metadata")
+    system.publish([orjson.dumps(m) for m in second], channel="metadata")
     children = sorted(s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"] if s["ShardId"] != parent)
     kinesis.merge_shards(StreamName=stream, ShardToMerge=children[0], AdjacentShardToMerge=children[1])
     wait_active(kinesis, stream)
-    producer.send_all(third, channel="metadata")
+    system.publish([orjson.dumps(m) for m in third], channel="metadata")
     expected = ids(first[5:] + second + third)
     # children are read once their parents are finished, which takes lease ticks: wait for what
     # is expected (an idle pause is no sign of the end here), then make sure nothing more comes
@@ -321,9 +331,15 @@ def test_the_cli_sends_tails_and_requests_against_the_emulator(system: System, m
     create = tmp_path / "create.json"
     create.write_bytes(orjson.dumps(Workload(50).message("MetadataCreate", "Event")))
     assert main(["send", str(create), "--to", "metadata"]) == 0
+    system.route()
     assert main(["tail", "metadata", "--from-start", "--count", "1"]) == 0
     out, _ = capsys.readouterr()
-    assert orjson.loads(out.splitlines()[-1]) == orjson.loads(create.read_bytes())
+    tailed = orjson.loads(out.splitlines()[-1])
+    assert [hop["machineId"] for hop in tailed["messageHeader"].pop("messageHistory")] == [
+        "rdss-cli",
+        f"rdss-{system.deployment.environment}-broker",
+    ]
+    assert tailed == orjson.loads(create.read_bytes())
 
     read = Workload(51).message("MetadataRead", "Command")
     request = tmp_path / "read.json"

@@ -206,7 +206,7 @@ def test_local_demo_follows_the_report_contract(endpoint: Endpoint, tmp_path: Pa
     report = tmp_path / "report.json"
     body = demo.run(messages_dir=messages, report=report, analytics=False, endpoint=endpoint)
     assert orjson.loads(report.read_bytes()) == body
-    assert set(body) == {"inputs", "channels", "audit", "analytics"}
+    assert set(body) == {"inputs", "channels", "audit", "analytics", "trace"}
     assert [i["file"] for i in body["inputs"]] == sorted(p.name for p in messages.iterdir())
     assert [(i["outcome"], i["channels"], i["errorCode"], i["records"]) for i in body["inputs"]] == [
         ("routed", ["metadata"], None, 1),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +95,34 @@ class System:
         return KinesisEventSourceMappingHandler(
             app, kinesis=kinesis or self.client("kinesis"), backoff=FAST_BACKOFF, sleep=lambda s: None
         )
+
+    def route(self) -> None:
+        """The broker and the sequencer handle what arrived on ``input`` and ``sequence``, as
+        their Lambda functions would (each call goes on from where the last one stopped)."""
+        self.mapping("input", self.handler(self.broker())).drain()
+        self.mapping("sequence", self.handler(self.sequencer())).drain()
+
+    @contextmanager
+    def routing(self, interval: float = 0.05) -> Iterator[None]:
+        """The broker and the sequencer at work on a thread while the block runs."""
+        mappings = [
+            self.mapping("input", self.handler(self.broker())),
+            self.mapping("sequence", self.handler(self.sequencer())),
+        ]
+        stop = threading.Event()
+
+        def pump() -> None:
+            while not stop.is_set():
+                if not sum(mapping.poll() for mapping in mappings):
+                    stop.wait(interval)
+
+        thread = threading.Thread(target=pump, name="routing", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(30)
 
     def mapping(self, channel: str, handler: Any, **kwargs: Any) -> EventSourceMapping:
         kwargs.setdefault("batch_size", 100)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
+from unittest.mock import ANY
 
 import orjson
 import pytest
 
+from rdss import history
 from rdss.cli import main
 from rdss.gateway import Gateway, select
 from rdss.gateway import memory as memory_backend
@@ -48,7 +50,9 @@ def test_send_prints_one_line_per_message_and_the_url_comes_from_the_environment
     assert lines[0].endswith(" to metadata")
     assert lines[1].endswith(" to metadata as 2 parts")
     bus = memory_backend.bus(url.split("//")[1])
-    assert bus.payloads("metadata")[0] == create.read_bytes()  # byte for byte
+    sent = bus.payloads("metadata")[0]
+    assert history.extends(create.read_bytes(), sent)  # byte for byte, plus the gateway's hop
+    assert [hop["machineId"] for hop in history.hops(sent)] == ["rdss-cli"]
     assert len(bus.payloads("metadata")) == 3
 
 
@@ -58,7 +62,10 @@ def test_an_invalid_file_is_named_with_its_code_nothing_is_sent_and_the_exit_is_
     code, out, err = run(capsys, "send", str(valid), str(invalid))
     assert code == 1
     assert out == ""
-    assert err.splitlines()[0].startswith(f"{invalid}: GENERR010 ")
+    lines = err.splitlines()
+    assert any(line.startswith(f"{invalid}: GENERR010 ") for line in lines)
+    # the refusal is also logged, with its code (on standard error when there is no syslog)
+    assert any("[WARNING] Message refused" in line and "errorCode=GENERR010" in line for line in lines)
     assert "nothing sent" in err
     assert "Traceback" not in err
     assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
@@ -82,7 +89,11 @@ def test_tail_prints_every_record_as_a_json_line(url, capsys):
     Gateway(url, application="producer").send_all(messages, channel="vocabulary")
     code, out, err = run(capsys, "tail", "vocabulary", "--from-start", "--count", "3")
     assert (code, err) == (0, "")
-    assert [orjson.loads(line) for line in out.splitlines()] == messages
+    printed = [orjson.loads(line) for line in out.splitlines()]
+    assert [p["messageHeader"].pop("messageHistory") for p in printed] == [
+        [{"machineId": "producer", "machineAddress": history.machine_address(), "timestamp": ANY}]
+    ] * 3
+    assert printed == messages
 
 
 def test_tail_without_from_start_shows_only_new_records(url, capsys):

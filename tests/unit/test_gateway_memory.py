@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration, timestamps
+from rdss import decoration, history, timestamps
 from rdss.gateway import Gateway, MessageRefused, Received, RequestFailed, RequestTimeout, SendFailed, select
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.consumer import Receiver
@@ -62,7 +62,9 @@ def test_send_records_to_send_then_sent_and_the_message_arrives_byte_for_byte(bu
     payload = orjson.dumps(Workload(1).message("MetadataCreate", "Event"), option=orjson.OPT_INDENT_2)
     receipt = g.send(payload)
     bus = memory_backend.bus(bus_name)
-    assert bus.payloads("input") == [payload]
+    [sent] = bus.payloads("input")
+    assert history.extends(payload, sent)  # every byte as given, plus the gateway's hop
+    assert [hop["machineId"] for hop in history.hops(sent)] == ["app"]
     entry = g.repository.entry(receipt.message_id)
     assert entry is not None
     assert (entry.status, entry.message_type, entry.message_class, entry.position) == (
@@ -127,7 +129,9 @@ def test_throttled_entries_are_retried_alone_until_accepted(bus_name):
     messages = [new_message("MetadataDelete", {"objectUuid": f"{uuid.uuid4()}"[:-2] + f"{i:02x}"}) for i in range(60)]
     receipts = g.send_all(messages)
     assert len(receipts) == 60
-    assert sorted(bus.payloads("input")) == sorted(orjson.dumps(m) for m in messages)
+    sent = {orjson.loads(p)["messageHeader"]["messageId"]: p for p in bus.payloads("input")}
+    assert len(sent) == len(bus.payloads("input")) == 60
+    assert all(history.extends(orjson.dumps(m), sent[m["messageHeader"]["messageId"]]) for m in messages)
     assert max(seen.values()) == 3
     assert all(g.repository.entry(r.message_id).status == SENT for r in receipts)  # type: ignore[union-attr]
 

@@ -1,0 +1,115 @@
+"""``rdss trace MESSAGE_ID``: where a message went, from what the deployment keeps.
+
+Exit codes: 0 something was found; 1 nothing was found; 2 usage, or the deployment unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import orjson
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss import timestamps
+from rdss.cli.common import INVALID, USAGE, CommandError
+from rdss.gateway.url import DEFAULT_URL, URLError, parse
+
+
+def register(commands: Any) -> None:
+    trace = commands.add_parser(
+        "trace",
+        help="where did a message go: its timeline, from the deployment",
+        description="Follow MESSAGE_ID through a Kinesis deployment: the records on its channels (input, the routed "
+        "channels, sequence, invalid, error), the Local Data Repository's claims, the sequence it is part of, "
+        "and the audit and errors archive objects that hold it (listed by the hour prefixes around when it "
+        "entered). Exit 1 if nothing is found.",
+    )
+    trace.add_argument("message_id", metavar="MESSAGE_ID")
+    trace.add_argument("--url", help=f"the deployment (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
+    trace.add_argument(
+        "--since",
+        metavar="T",
+        help="RFC 3339: read the channels from then and the archives around then (default: the last 24 hours)",
+    )
+    trace.add_argument("--json", action="store_true", help="one JSON object instead of the timeline")
+    trace.add_argument(
+        "--application",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also show this application's gateway entries in the Local Data Repository (repeatable)",
+    )
+    trace.add_argument(
+        "--audit-bucket", metavar="NAME", help="default: from the broker function, else rdss-<env>-audit"
+    )
+    trace.add_argument(
+        "--errors-bucket", metavar="NAME", help="default: from the broker function, else rdss-<env>-errors"
+    )
+    trace.set_defaults(run=run_trace)
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    from rdss.aws import client
+    from rdss.topology import Deployment
+    from rdss.trace import Tracer
+
+    try:
+        url = parse(args.url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL)
+    except URLError as error:
+        raise CommandError(str(error)) from error
+    if url.scheme != "kinesis":
+        raise CommandError(f"rdss trace reads a Kinesis deployment (kinesis://ENV), not {url.scheme}://")
+    try:
+        since = timestamps.parse(args.since) if args.since else None
+    except ValueError as error:
+        raise CommandError(f"--since: {error}") from error
+    deployment = Deployment(url.name, prefix=url.param("prefix") or "rdss")
+    options: dict[str, Any] = {}
+    if url.param("endpoint"):
+        options["endpoint_url"] = url.param("endpoint")
+    if url.param("region"):
+        options["region_name"] = url.param("region")
+    try:
+        buckets = _buckets(args, deployment, lambda service: client(service, **options))
+        tracer = Tracer(
+            deployment,
+            kinesis=client("kinesis", **options),
+            dynamodb=client("dynamodb", **options),
+            s3=client("s3", **options),
+            buckets=buckets,
+            applications=args.application,
+        )
+        timeline = tracer.trace(args.message_id, since=since)
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        raise CommandError(f"{details.get('Code', 'error')}: {details.get('Message', error)}", USAGE) from error
+    except BotoCoreError as error:
+        raise CommandError(str(error), USAGE) from error
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(timeline.as_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print("\n".join(timeline.lines()))
+    return 0 if timeline.found else INVALID
+
+
+def _buckets(args: argparse.Namespace, deployment: Any, client: Any) -> dict[str, str]:
+    """Bucket names: the options; else what the deployed broker was told (CloudFormation names
+    the buckets in AWS); else the local runtime's names."""
+    buckets = {name: value for name, value in (("audit", args.audit_bucket), ("errors", args.errors_bucket)) if value}
+    if len(buckets) == 2:
+        return buckets
+    try:
+        configuration = client("lambda").get_function_configuration(
+            FunctionName=f"{deployment.prefix}-{deployment.environment}-broker"
+        )
+        variables = configuration.get("Environment", {}).get("Variables", {})
+    except (ClientError, BotoCoreError):
+        variables = {}
+    for name in ("audit", "errors"):
+        found = variables.get(f"RDSS_BUCKET_{name.upper()}")
+        if found and name not in buckets:
+            buckets[name] = found
+    return buckets

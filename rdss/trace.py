@@ -1,0 +1,512 @@
+"""``rdss trace``: where did message X go? Its timeline, from what the deployment keeps.
+
+An operator's first question in every incident. The answer is read the way
+:mod:`tools.accounting` reads it, from the deployment itself, never from the processors'
+own counts:
+
+* the channels (Kinesis keeps 168 hours): every record holding the messageId - the copies
+  producers put on ``input`` (each a stream record, with its own identity), the copies the broker
+  and sequencer forwarded (with their messageHistory hops), and the decorated copies on
+  ``invalid`` and ``error`` (errorCode, errorDescription);
+* the Local Data Repository: the broker's claim of the messageId (which record claimed it, when),
+  the claims of records it found invalid (``record#<shard>/<sequence number>``), and a gateway's
+  entries (``gateway:<application>:<messageId>``) for the applications named;
+* the ``sequences`` table, for a part of a multi-message sequence;
+* the archives: the audit objects (every record dispatched to ``input``) and the errors objects
+  (``invalid`` and ``error``) that hold the message, listed under the hour prefixes around the
+  moment it entered the system (its claim, its arrival, its publishedTimestamp or ``--since``),
+  so a trace reads a few hours of archive, not all of it.
+
+Each input record is followed by its own identity, so a message sent twice shows one record
+routed and one dropped as a duplicate, and a broken copy sharing a valid message's id shows as
+invalid, with its code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss import archive, decoration, history, timestamps
+from rdss.errors import ErrorCode
+from rdss.repository.dynamodb import LocalDataRepository
+from rdss.topology import Deployment
+
+#: How far before an anchor moment the archives are listed (Firehose buffers up to 15 minutes;
+#: a producer's clock may run late) and how far after.
+ARCHIVE_BEFORE = timedelta(hours=1)
+ARCHIVE_AFTER = timedelta(hours=2)
+#: Without --since and without any anchor, the last day is searched.
+DEFAULT_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened to the message, as the deployment recorded it."""
+
+    at: datetime | None
+    where: str
+    what: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": timestamps.format(self.at) if self.at else None,
+            "where": self.where,
+            "what": self.what,
+            **({"details": dict(self.details)} if self.details else {}),
+        }
+
+
+@dataclass
+class Dispatch:
+    """One record put on ``input`` carrying the message, and what the broker decided for it."""
+
+    record: str
+    arrived: datetime | None
+    outcome: str  # routed | part | invalid | error | duplicate | pending
+    channels: list[str] = field(default_factory=list)
+    error_code: str | None = None
+    error_description: str | None = None
+    duplicate_of: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"record": self.record, "outcome": self.outcome, "channels": self.channels}
+        if self.arrived:
+            found["arrived"] = timestamps.format(self.arrived)
+        for name, value in (
+            ("errorCode", self.error_code),
+            ("errorDescription", self.error_description),
+            ("duplicateOf", self.duplicate_of),
+        ):
+            if value:
+                found[name] = value
+        return found
+
+
+@dataclass
+class Timeline:
+    """What ``rdss trace`` found about one messageId."""
+
+    message_id: str
+    events: list[Event] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    #: channel -> records of the message found there (routed copies, parts, decorated copies)
+    channels: dict[str, int] = field(default_factory=dict)
+    error_code: str | None = None
+    error_description: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    sequence: dict[str, Any] | None = None
+    archives: list[dict[str, Any]] = field(default_factory=list)
+    header: dict[str, Any] | None = None
+
+    @property
+    def found(self) -> bool:
+        return bool(self.events)
+
+    def summary(self) -> str:
+        """Where it went, in one line."""
+        if not self.found:
+            return "nothing found"
+        parts = []
+        for outcome in ("routed", "part", "invalid", "error", "duplicate", "pending"):
+            chosen = [d for d in self.dispatches if d.outcome == outcome]
+            if not chosen:
+                continue
+            if outcome == "routed":
+                parts.append(f"routed to {', '.join(sorted({c for d in chosen for c in d.channels}))}")
+            elif outcome == "part":
+                released = [c for c in self.channels if c not in ("input", "sequence", "invalid", "error")]
+                where = f"released to {', '.join(released)}" if released else "not released yet"
+                parts.append(f"a part of sequence {self.sequence_id}, {where}")
+            elif outcome in ("invalid", "error"):
+                codes = sorted({d.error_code or "?" for d in chosen})
+                parts.append(f"{len(chosen)} record(s) moved to {outcome} ({', '.join(codes)})")
+            elif outcome == "duplicate":
+                parts.append(f"{len(chosen)} duplicate record(s) dropped")
+            else:
+                parts.append(f"{len(chosen)} record(s) not processed yet")
+        if not self.dispatches:
+            moved = [c for c in ("invalid", "error") if c in self.channels]
+            routed = [c for c in self.channels if c not in ("input", "sequence", "invalid", "error")]
+            if routed:
+                parts.append(f"found on {', '.join(routed)}")
+            if moved:
+                parts.append(f"moved to {', '.join(moved)} ({self.error_code})")
+            if not parts:
+                parts.append("found only in the archives")
+        return "; ".join(parts)
+
+    @property
+    def sequence_id(self) -> str | None:
+        return self.sequence.get("sequence") if self.sequence else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messageId": self.message_id,
+            "found": self.found,
+            "summary": self.summary(),
+            "messageType": (self.header or {}).get("messageType"),
+            "messageClass": (self.header or {}).get("messageClass"),
+            "records": [d.as_dict() for d in self.dispatches],
+            "channels": self.channels,
+            "errorCode": self.error_code,
+            "errorDescription": self.error_description,
+            "messageHistory": self.history,
+            "sequence": self.sequence,
+            "archives": self.archives,
+            "events": [e.as_dict() for e in sorted(self.events, key=_order)],
+        }
+
+    def lines(self) -> list[str]:
+        """The timeline for a terminal."""
+        header = self.header or {}
+        title = f"message {self.message_id}"
+        if header:
+            title += f" - {header.get('messageType')} {header.get('messageClass')}"
+        out = [title]
+        for event in sorted(self.events, key=_order):
+            stamp = timestamps.format(event.at) if event.at else " " * 24
+            out.append(f"  {stamp}  {event.where:<10} {event.what}")
+        out.append(f"where it went: {self.summary()}")
+        return out
+
+
+def _order(event: Event) -> tuple[float, str]:
+    return (event.at.timestamp() if event.at else float("inf"), event.where)
+
+
+@dataclass(frozen=True)
+class _Record:
+    channel: str
+    shard: str
+    sequence_number: str
+    arrived: datetime | None
+    data: bytes
+
+    @property
+    def record(self) -> str:
+        return f"{self.shard}/{self.sequence_number}"
+
+
+class Tracer:
+    """Reads one Kinesis deployment (see the module docstring)."""
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        *,
+        kinesis: Any,
+        dynamodb: Any,
+        s3: Any,
+        buckets: Mapping[str, str] | None = None,
+        applications: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> None:
+        self.deployment = deployment
+        self.kinesis = kinesis
+        self.dynamodb = dynamodb
+        self.s3 = s3
+        self.buckets = {name: deployment.bucket(name) for name in ("audit", "errors")} | dict(buckets or {})
+        self.applications = list(applications)
+        self.now = now or timestamps.now()
+
+    def trace(self, message_id: str, *, since: datetime | None = None) -> Timeline:
+        timeline = Timeline(message_id)
+        needle = message_id.encode()
+        start = since or self.now - DEFAULT_WINDOW
+        found = {
+            c.name: [r for r in self._read(c.name, start) if needle in r.data]
+            for c in self.deployment.topology.channels
+        }
+        header = self._header(found)
+        timeline.header = header
+        if header is not None:
+            published = _parse_time((header.get("messageTimings") or {}).get("publishedTimestamp"))
+            timeline.events.append(
+                Event(published, "producer", f"published by {header.get('generator')}", {"header": header})
+            )
+        ldr = LocalDataRepository(self.dynamodb, self.deployment.table("messages"))
+        keys = [message_id, *(f"gateway:{app}:{message_id}" for app in self.applications)]
+        keys += [f"record#{r.record}" for r in found["input"]]
+        claims = ldr.get(keys)
+        self._gateway_entries(timeline, claims)
+        self._dispatches(timeline, found, claims)
+        self._copies(timeline, found)
+        self._sequence(timeline, found)
+        anchors = [d.arrived for d in timeline.dispatches if d.arrived]
+        claim = claims.get(message_id)
+        if claim and claim.get("receivedAt"):
+            anchors.append(datetime.fromtimestamp(int(claim["receivedAt"]), UTC))
+        if header is not None and not anchors:
+            published = _parse_time((header.get("messageTimings") or {}).get("publishedTimestamp"))
+            if published:
+                anchors.append(published)
+        if anchors:
+            window = (min(anchors) - ARCHIVE_BEFORE, max(anchors) + ARCHIVE_AFTER)
+        else:
+            window = (start - ARCHIVE_BEFORE, (since + DEFAULT_WINDOW) if since else self.now)
+        self._archives(timeline, needle, window)
+        return timeline
+
+    # -- what the channels hold ----------------------------------------------------------------
+    def _read(self, channel: str, start: datetime) -> Iterator[_Record]:
+        stream = self.deployment.stream(channel)
+        try:
+            shards = self.kinesis.list_shards(StreamName=stream)["Shards"]
+        except ClientError:
+            return
+        for shard in shards:
+            iterator = self.kinesis.get_shard_iterator(
+                StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="AT_TIMESTAMP", Timestamp=start
+            )["ShardIterator"]
+            while iterator:
+                response = self.kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+                for r in response["Records"]:
+                    arrival = r.get("ApproximateArrivalTimestamp")
+                    arrived = arrival.astimezone(UTC) if isinstance(arrival, datetime) else None
+                    yield _Record(channel, shard["ShardId"], r["SequenceNumber"], arrived, r["Data"])
+                if not response["Records"] and not response.get("MillisBehindLatest"):
+                    break
+                iterator = response.get("NextShardIterator")
+
+    def _header(self, found: Mapping[str, list[_Record]]) -> dict[str, Any] | None:
+        """The message's header, from its first readable copy."""
+        for channel in ("input", *(c for c in found if c != "input")):
+            for record in found.get(channel, []):
+                header = _header_of(record.data)
+                if header is not None:
+                    return header
+        return None
+
+    def _gateway_entries(self, timeline: Timeline, claims: Mapping[str, dict[str, Any]]) -> None:
+        for app in self.applications:
+            entry = claims.get(f"gateway:{app}:{timeline.message_id}")
+            if entry:
+                timeline.events.append(
+                    Event(None, "gateway", f"{app}'s Local Data Repository: {entry.get('status')}", entry)
+                )
+
+    def _dispatches(
+        self, timeline: Timeline, found: Mapping[str, list[_Record]], claims: Mapping[str, dict[str, Any]]
+    ) -> None:
+        """Each input record holding the message, and what the broker decided for it."""
+        claim = claims.get(timeline.message_id)
+        for record in found["input"]:
+            if _message_id(record.data) != timeline.message_id:
+                continue  # another message naming this id (a reply's correlationId, say)
+            timeline.events.append(Event(record.arrived, "input", f"record {record.record} entered input"))
+            dispatch = Dispatch(record.record, record.arrived, "pending")
+            record_claim = claims.get(f"record#{record.record}")
+            if record_claim is not None:
+                dispatch.outcome = "error" if _is_error(record_claim.get("errorCode")) else "invalid"
+                dispatch.channels = [dispatch.outcome]
+                dispatch.error_code = record_claim.get("errorCode")
+                moved = _decorated_copy(found, record.data)
+                if moved is not None:
+                    dispatch.error_description = moved.get("errorDescription")
+                what = f"record {record.record}: invalid, {dispatch.error_code}"
+                what += f" ({dispatch.error_description})" if dispatch.error_description else ""
+                timeline.events.append(Event(_claimed_at(record_claim), "broker", what))
+            elif claim is not None and claim.get("claimedBy") == record.record:
+                dispatch.outcome = "part" if _is_part(record.data) else "routed"
+                routed = [
+                    r.channel
+                    for c, records in found.items()
+                    if c not in ("input", "invalid", "error")
+                    for r in records
+                    if history.extends(record.data, r.data)
+                ]
+                dispatch.channels = sorted(set(routed))
+                what = f"claimed the messageId for record {record.record} ({claim.get('status')})"
+                timeline.events.append(Event(_claimed_at(claim), "broker", what, {"claim": claim}))
+            elif claim is not None:
+                dispatch.outcome = "duplicate"
+                dispatch.duplicate_of = claim.get("claimedBy")
+                what = f"record {record.record}: duplicate of record {dispatch.duplicate_of}, dropped"
+                timeline.events.append(Event(record.arrived, "broker", what))
+            timeline.dispatches.append(dispatch)
+
+    def _copies(self, timeline: Timeline, found: Mapping[str, list[_Record]]) -> None:
+        """The copies on the other channels: where they are, their hops, their error codes."""
+        for channel, records in found.items():
+            if channel == "input":
+                continue
+            for record in records:
+                header = _header_of(record.data)
+                if header is None or (header.get("messageId") != timeline.message_id):
+                    continue
+                timeline.channels[channel] = timeline.channels.get(channel, 0) + 1
+                if channel in ("invalid", "error"):
+                    outer = orjson.loads(record.data)["messageHeader"]
+                    timeline.error_code = outer.get("errorCode")
+                    timeline.error_description = outer.get("errorDescription")
+                    what = f"moved to {channel}: {timeline.error_code} {timeline.error_description}"
+                else:
+                    what = f"on {channel}"
+                hops = (
+                    history.hops(record.data)
+                    if channel not in ("invalid", "error")
+                    else header.get("messageHistory", [])
+                )
+                if len(hops) > len(timeline.history):
+                    timeline.history = hops
+                timeline.events.append(Event(record.arrived, channel, what, {"record": record.record}))
+        for hop in timeline.history:
+            timeline.events.append(
+                Event(
+                    _parse_time(hop.get("timestamp")),
+                    "hop",
+                    f"{hop.get('machineId')} ({hop.get('machineAddress')}) forwarded it (messageHistory)",
+                )
+            )
+        if timeline.dispatches:
+            timeline.channels["input"] = len(timeline.dispatches)
+
+    def _sequence(self, timeline: Timeline, found: Mapping[str, list[_Record]]) -> None:
+        sequence = ((timeline.header or {}).get("messageSequence")) or {}
+        if sequence.get("total", 1) == 1:
+            return
+        info: dict[str, Any] = {
+            "sequence": sequence.get("sequence"),
+            "position": sequence.get("position"),
+            "total": sequence.get("total"),
+        }
+        try:
+            item = self.dynamodb.get_item(
+                TableName=self.deployment.table("sequences"),
+                Key={"sequence": {"S": sequence["sequence"]}},
+                ConsistentRead=True,
+            ).get("Item")
+        except (ClientError, BotoCoreError):
+            item = None
+        if item:
+            info["status"] = item.get("status", {}).get("S")
+            info["positionsSeen"] = sorted(int(p) for p in item.get("positions", {}).get("NS", []))
+            seen = f"{len(info['positionsSeen'])} of {sequence.get('total')} parts"
+            timeline.events.append(
+                Event(
+                    None, "sequencer", f"sequence {sequence['sequence']}: {info['status']} ({seen})", {"sequence": info}
+                )
+            )
+        timeline.sequence = info
+
+    # -- what the archives hold ----------------------------------------------------------------
+    def _archives(self, timeline: Timeline, needle: bytes, window: tuple[datetime, datetime]) -> None:
+        for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
+            name = self.buckets[bucket]
+            for prefix in _hour_prefixes(base, *window, errors=bucket == "errors"):
+                for key, written in self._keys(name, prefix):
+                    try:
+                        body = self.s3.get_object(Bucket=name, Key=key)["Body"].read()
+                        lines = archive.decode(body)
+                    except (ClientError, OSError, EOFError):
+                        continue
+                    for number, line in enumerate(lines, 1):
+                        if needle not in line:
+                            continue
+                        header = _header_of(line) or {}
+                        if header.get("messageId") != timeline.message_id:
+                            continue
+                        found: dict[str, Any] = {"archive": bucket, "bucket": name, "key": key, "line": number}
+                        outer = orjson.loads(line).get("messageHeader", {}) if bucket == "errors" else {}
+                        what = f"archived in s3://{name}/{key}, line {number}"
+                        if outer.get("errorCode"):
+                            found["errorCode"] = outer["errorCode"]
+                            what += f" ({outer['errorCode']})"
+                        timeline.archives.append(found)
+                        timeline.events.append(Event(written, bucket, what))
+
+    def _keys(self, bucket: str, prefix: str) -> list[tuple[str, datetime | None]]:
+        """The objects under one hour prefix, and when each was written."""
+        keys: list[tuple[str, datetime | None]] = []
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                for entry in page.get("Contents", []):
+                    written = entry.get("LastModified")
+                    keys.append((entry["Key"], written.astimezone(UTC) if isinstance(written, datetime) else None))
+        except ClientError:
+            return []
+        return keys
+
+
+def _hour_prefixes(base: str, start: datetime, end: datetime, *, errors: bool) -> list[str]:
+    """The hour prefixes from ``start`` to ``end`` (for errors: under invalid/ and error/)."""
+    bases = [f"{base}invalid/", f"{base}error/"] if errors else [base]
+    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    prefixes: list[str] = []
+    while hour <= end:
+        prefixes.extend(archive.hour_prefix(b, hour) for b in bases)
+        hour += timedelta(hours=1)
+    return prefixes
+
+
+def _header_of(data: bytes) -> dict[str, Any] | None:
+    """The message header of a record; for a wrapped one (a payload that could not be decorated
+    in place), its original's header when that can be read."""
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("messageHeader"), dict):
+        return None
+    if decoration.is_wrapped(parsed):
+        try:
+            parsed = orjson.loads(decoration.original(data))
+        except (ValueError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("messageHeader"), dict):
+            return None
+    header: dict[str, Any] = parsed["messageHeader"]
+    return header
+
+
+def _message_id(data: bytes) -> str | None:
+    header = _header_of(data)
+    value = (header or {}).get("messageId")
+    return value if isinstance(value, str) else None
+
+
+def _decorated_copy(found: Mapping[str, list[_Record]], payload: bytes) -> dict[str, Any] | None:
+    """The outer header (errorCode, errorDescription) of the decorated copy of ``payload``."""
+    for channel in ("invalid", "error"):
+        for record in found[channel]:
+            try:
+                original = decoration.original(record.data)
+            except (ValueError, orjson.JSONDecodeError, KeyError):
+                continue
+            if history.extends(payload, original):
+                header: dict[str, Any] = orjson.loads(record.data)["messageHeader"]
+                return header
+    return None
+
+
+def _is_part(data: bytes) -> bool:
+    header = _header_of(data) or {}
+    return bool((header.get("messageSequence") or {}).get("total", 1) != 1)
+
+
+def _is_error(code: Any) -> bool:
+    try:
+        return ErrorCode(str(code)).channel.value == "error"
+    except ValueError:
+        return False
+
+
+def _claimed_at(claim: Mapping[str, Any]) -> datetime | None:
+    received = claim.get("receivedAt")
+    return datetime.fromtimestamp(int(received), UTC) if received is not None else None
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return timestamps.parse(text)
+    except ValueError:
+        return None

@@ -1,0 +1,142 @@
+"""``rdss trace`` in the embedded runtime: a routed, a duplicate, an invalid and a reassembled
+message, each followed to where it went, from the channels, the Local Data Repository, the
+sequences table and the archives."""
+
+from __future__ import annotations
+
+import copy
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+
+from rdss.cli import main
+from rdss.gateway import Gateway, Receipt
+from rdss.local.emulator import Endpoint
+from rdss.local.runtime import Runtime, Settings
+from tools.workload import Workload
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Sent:
+    runtime: Runtime
+    url: str
+    routed: str
+    duplicate: str
+    invalid: str
+    sequence: Receipt
+
+
+@pytest.fixture(scope="module")
+def sent(endpoint: Endpoint) -> Iterator[Sent]:
+    runtime = Runtime(endpoint, Settings(environment=f"tr{uuid.uuid4().hex[:8]}", firehose_buffer_seconds=0.5))
+    runtime.provision()
+    url = f"kinesis://{runtime.deployment.environment}?region={endpoint.region}"
+    url += f"&endpoint={endpoint.url}" if endpoint.url else ""
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in endpoint.environment().items() if k != "AWS_ENDPOINT_URL"})
+    try:
+        workload = Workload(61)
+        routed = workload.message("MetadataCreate", "Event")
+        duplicate = workload.message("MetadataDelete", "Event")
+        invalid = workload.message("MetadataUpdate", "Event")
+        broken = copy.deepcopy(invalid)
+        del broken["messageBody"]["objectTitle"]
+        with Gateway(url, application="producer") as producer:
+            producer.send(routed, channel="metadata")
+            producer.send(duplicate)
+            producer.send(duplicate)  # at least once: the same message again
+            receipt = producer.send(workload.large(2_100_000))
+        runtime.publish([orjson.dumps(broken)])  # a producer that skipped the classifier
+        runtime.drain()
+        yield Sent(
+            runtime,
+            url,
+            routed["messageHeader"]["messageId"],
+            duplicate["messageHeader"]["messageId"],
+            invalid["messageHeader"]["messageId"],
+            receipt,
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        runtime.stop()
+
+
+def trace(sent: Sent, capsys: pytest.CaptureFixture[str], message_id: str, *options: str) -> tuple[int, str]:
+    code = main(["trace", message_id, "--url", sent.url, *options])
+    return code, capsys.readouterr().out
+
+
+def trace_json(sent: Sent, capsys: pytest.CaptureFixture[str], message_id: str) -> dict[str, Any]:
+    code, out = trace(sent, capsys, message_id, "--json", "--application", "producer")
+    assert code == 0
+    result: dict[str, Any] = orjson.loads(out)
+    return result
+
+
+def test_a_routed_message(sent: Sent, capsys):
+    found = trace_json(sent, capsys, sent.routed)
+    [record] = found["records"]
+    assert (record["outcome"], record["channels"]) == ("routed", ["metadata"])
+    assert found["channels"] == {"input": 1, "metadata": 1}
+    env = sent.runtime.deployment.environment
+    assert [hop["machineId"] for hop in found["messageHistory"]] == ["producer", f"rdss-{env}-broker"]
+    [audit] = [a for a in found["archives"] if a["archive"] == "audit"]
+    assert audit["key"].startswith("audit/year=")
+    assert any("producer's Local Data Repository: SENT" in e["what"] for e in found["events"])
+    code, out = trace(sent, capsys, sent.routed)
+    assert code == 0
+    assert out.splitlines()[-1] == "where it went: routed to metadata"
+
+
+def test_a_duplicate(sent: Sent, capsys):
+    found = trace_json(sent, capsys, sent.duplicate)
+    first, second = found["records"]
+    assert first["outcome"] == "routed"
+    assert (second["outcome"], second["duplicateOf"]) == ("duplicate", first["record"])
+    assert len([a for a in found["archives"] if a["archive"] == "audit"]) == 2  # both records dispatched
+    assert found["summary"] == "routed to metadata; 1 duplicate record(s) dropped"
+
+
+def test_an_invalid_message(sent: Sent, capsys):
+    found = trace_json(sent, capsys, sent.invalid)
+    [record] = found["records"]
+    assert (record["outcome"], record["errorCode"]) == ("invalid", "GENERR001")
+    assert "objectTitle" in record["errorDescription"]
+    assert (found["errorCode"], found["channels"]) == ("GENERR001", {"input": 1, "invalid": 1})
+    assert {a["archive"] for a in found["archives"]} == {"audit", "errors"}
+    assert [a.get("errorCode") for a in found["archives"] if a["archive"] == "errors"] == ["GENERR001"]
+    code, out = trace(sent, capsys, sent.invalid)
+    assert code == 0
+    assert "record(s) moved to invalid (GENERR001)" in out.splitlines()[-1]
+
+
+def test_a_reassembled_sequence(sent: Sent, capsys):
+    found = trace_json(sent, capsys, sent.sequence.parts[0])
+    [record] = found["records"]
+    assert record["outcome"] == "part"
+    assert found["sequence"]["sequence"] == sent.sequence.sequence
+    assert (found["sequence"]["status"], found["sequence"]["positionsSeen"]) == ("COMPLETE", [1, 2, 3])
+    assert found["channels"] == {"input": 1, "sequence": 1, "metadata": 1}
+    env = sent.runtime.deployment.environment
+    hops = [hop["machineId"] for hop in found["messageHistory"]]
+    assert hops == ["producer", f"rdss-{env}-broker", f"rdss-{env}-sequencer"]
+    assert found["summary"] == f"a part of sequence {sent.sequence.sequence}, released to metadata"
+
+
+def test_nothing_found_exits_1(sent: Sent, capsys):
+    code, out = trace(sent, capsys, str(uuid.uuid4()))
+    assert code == 1
+    assert out.splitlines()[-1] == "where it went: nothing found"
+
+
+def test_trace_reads_only_kinesis_deployments(capsys):
+    assert main(["trace", str(uuid.uuid4()), "--url", "memory://x"]) == 2
+    assert "reads a Kinesis deployment" in capsys.readouterr().err
