@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from rdss import __version__
-from rdss.cli import adaptor, bench, bridge, gateway, local, messages, redrive, sequences, tour
+from rdss.cli import adaptor, bench, bridge, gateway, local, messages, redrive, sequences, tour, vendor
 from rdss.cli.common import CommandError
 
-_COMMANDS = (messages, sequences, tour, local, bench, gateway, bridge, adaptor, redrive)
+_COMMANDS = (messages, sequences, tour, local, bench, gateway, bridge, adaptor, redrive, vendor)
 
 
 def build_parser() -> argparse.ArgumentParser:

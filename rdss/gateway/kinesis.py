@@ -18,7 +18,7 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from rdss.aws import CLIENT_CONFIG
+from rdss.aws import CLIENT_CONFIG, assumed_session
 from rdss.aws import client as aws_client
 from rdss.delivery import MAX_RECORD_DATA, PutRecordsBatcher
 from rdss.gateway import putrecords
@@ -32,7 +32,7 @@ from rdss.gateway.backend import (
     TransportError,
     state_directory,
 )
-from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, DynamoLeaseStore
+from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, DynamoLeaseStore, lease_key
 from rdss.gateway.leases import LeaseCoordinator, PartitionInfo, worker_id
 from rdss.gateway.repository import DynamoRepository
 from rdss.gateway.streams import LogRecord, PartitionedConsumer, ReadResult, StartAt
@@ -206,7 +206,7 @@ class KinesisTransport:
         log = KinesisLog(self.kinesis, stream, channel)
         coordinator = None
         if group is not None:
-            store = DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), f"{group}#{stream}")
+            store = DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), lease_key(group, stream))
             coordinator = LeaseCoordinator(
                 store,
                 worker_id(),
@@ -222,7 +222,7 @@ class KinesisTransport:
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:
-    """The backend for ``kinesis://<env>?endpoint=&region=&prefix=``."""
+    """The backend for ``kinesis://<env>?endpoint=&region=&prefix=&role=&external_id=``."""
     deployment = Deployment(url.name, prefix=url.param("prefix") or "rdss")
     kwargs: dict[str, Any] = {}
     endpoint, region = url.param("endpoint"), url.param("region")
@@ -231,8 +231,20 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     if region:
         kwargs["region_name"] = region
     kwargs["config"] = GATEWAY_CLIENT_CONFIG
-    kinesis = settings.clients.get("kinesis") or aws_client("kinesis", **kwargs)
-    dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", **kwargs)
+    role = url.param("role")
+    session = (
+        assumed_session(
+            role,
+            external_id=url.param("external_id"),
+            session_name=f"rdss-gateway-{settings.application}"[:64],
+            region=region,
+            endpoint=endpoint,
+        )
+        if role
+        else None
+    )
+    kinesis = settings.clients.get("kinesis") or aws_client("kinesis", session, **kwargs)
+    dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", session, **kwargs)
     repository = DynamoRepository(LocalDataRepository(dynamodb, deployment.table("messages")), settings.application)
     # a record too large to travel decorated is kept on this host: a vendor's gateway has no
     # bucket of the deployment's to keep it in

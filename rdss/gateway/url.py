@@ -21,7 +21,7 @@ DEFAULT_URL = "kinesis://dev"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _KNOWN: dict[str, frozenset[str]] = {
-    "kinesis": frozenset({"endpoint", "region", "prefix"}),
+    "kinesis": frozenset({"endpoint", "region", "prefix", "role", "external_id"}),
     "memory": frozenset({"partitions"}),
 }
 
@@ -70,6 +70,11 @@ def parse(url: str) -> GatewayURL:
     endpoint = params.get("endpoint")
     if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
         raise URLError(f"{url!r}: endpoint must be an http(s) URL, got {endpoint!r}")
+    if "external_id" in params and "role" not in params:
+        raise URLError(f"{url!r}: external_id= is presented when assuming a role: give role= too")
+    role = params.get("role")
+    if role is not None and not re.match(r"arn:aws[a-z-]*:iam::\d{12}:role/", role):
+        raise URLError(f"{url!r}: role must be an IAM role ARN, got {role!r}")
     partitions = params.get("partitions")
     if partitions is not None and (not partitions.isdigit() or not 1 <= int(partitions) <= 1024):
         raise URLError(f"{url!r}: partitions must be a whole number from 1 to 1024")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from rdss.delivery import PutRecordsBatcher, Record
 from rdss.local.emulator import Endpoint, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import FirehoseBridge
+from rdss.local.vendors import LocalVendor, provision_vendors
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import RDSS, Deployment, Resolved, from_environment
 
@@ -54,6 +55,8 @@ class Settings:
     sweep_interval: float = 10.0
     sequence_timeout: float = 300.0
     poll_interval: float = 0.1
+    #: Vendors let in, each with a role as the CDK app makes one (``rdss vendor config`` reads them).
+    vendors: Mapping[str, LocalVendor] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +112,8 @@ class Runtime:
     def provision(self) -> None:
         """Create the deployment's resources and wire every pump (idempotent resources)."""
         provision(self.endpoint, self.deployment, shards=self.settings.shards)
+        if self.settings.vendors:
+            provision_vendors(self.endpoint, self.deployment, self.settings.vendors)
         sqs = self.endpoint.client("sqs")
         kinesis = self.endpoint.client("kinesis")
         s3 = self.endpoint.client("s3")
