@@ -15,7 +15,7 @@ CDK := node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock localstack test-localstack
+.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock localstack test-localstack scanners
 
 $(STAMP): requirements-dev.txt pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,18 @@ $(RABBITMQ): | $(STAMP)
 
 rabbitmq: $(RABBITMQ)
 
+# cfn-lint and checkov, which tests/cdk/test_scanners.py runs over every environment's
+# template: a virtualenv of their own, because checkov pins libraries the project pins differently.
+SCANNERS := .venv-scanners
+SCANNERS_STAMP := $(SCANNERS)/.installed
+
+$(SCANNERS_STAMP): requirements-scanners.txt
+	test -x $(SCANNERS)/bin/python || $(PYTHON) -m venv $(SCANNERS)
+	$(SCANNERS)/bin/pip --disable-pip-version-check --quiet install -r requirements-scanners.txt
+	touch $@
+
+scanners: $(SCANNERS_STAMP)
+
 # `make synth ENV=prod`: the CloudFormation template, Lambda and Glue assets and cdk-nag's
 # validation report (cdk.out/validation-report.json) of one environment. Needs no AWS
 # credentials and no Docker; PyPI only the first time (the Lambda wheels are cached in .cache/).
@@ -102,7 +114,7 @@ test-localstack: localstack
 
 # Every suite, side by side (tests/support/suites.py): unit, cdk, glue, amqp, package, and the
 # integration suite twice - on the embedded moto and on LocalStack. Each suite's time is printed.
-test: setup rabbitmq localstack lint typecheck
+test: setup rabbitmq localstack scanners lint typecheck
 	$(BIN)/python -m tests.support.suites
 
 lint: setup
@@ -113,4 +125,4 @@ typecheck: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .localstack build $(GLUE_LIB) *.egg-info rdss/*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SCANNERS) .localstack build $(GLUE_LIB) *.egg-info rdss/*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis

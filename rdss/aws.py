@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
+from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 
 #: Standard retry mode (exponential backoff with jitter, throttling-aware), bounded timeouts:
 #: a processor must fail a call in good time rather than outlive its Lambda timeout.
@@ -21,7 +23,37 @@ CLIENT_CONFIG = Config(
 )
 
 
-def client(service: str, **kwargs: Any) -> Any:
-    """A boto3 client for ``service`` with the project's retry and timeout settings."""
+def client(service: str, session: boto3.Session | None = None, **kwargs: Any) -> Any:
+    """A boto3 client for ``service`` with the project's retry and timeout settings (from
+    ``session``'s credentials if given, else boto3's default chain)."""
     kwargs.setdefault("config", CLIENT_CONFIG)
-    return boto3.client(service, **kwargs)
+    return (session or boto3).client(service, **kwargs)
+
+
+def assumed_session(
+    role_arn: str, *, external_id: str | None, session_name: str, region: str | None, endpoint: str | None
+) -> boto3.Session:
+    """A session on ``role_arn``'s credentials, assumed from the default chain's with
+    ``external_id``, and assumed again before they expire (a gateway outlives an hour).
+
+    A vendor's gateway runs this way: its own credentials only let it assume its role in the
+    deployment's account (``rdss vendor config`` prints the role and external ID).
+    """
+    source = boto3.Session(region_name=region)
+    sts_kwargs: dict[str, Any] = {"config": CLIENT_CONFIG}
+    if endpoint:
+        sts_kwargs["endpoint_url"] = endpoint
+    extra: dict[str, Any] = {"RoleSessionName": session_name}
+    if external_id:
+        extra["ExternalId"] = external_id
+    fetcher = AssumeRoleCredentialFetcher(
+        client_creator=lambda service, **kwargs: source.client(service, **{**kwargs, **sts_kwargs}),
+        source_credentials=source.get_credentials(),
+        role_arn=role_arn,
+        extra_args=extra,
+    )
+    botocore_session = botocore.session.Session()
+    botocore_session._credentials = DeferredRefreshableCredentials(  # boto3's documented hook for this
+        method="assume-role", refresh_using=fetcher.fetch_credentials
+    )
+    return boto3.Session(botocore_session=botocore_session, region_name=region or source.region_name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import aws_cdk as cdk
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -17,8 +18,10 @@ from rdss.topology import Deployment, Topology
 from stacks.archives import archive_bucket_of
 from stacks.catalog import Catalog, TableLocation
 from stacks.config import EnvironmentConfig
+from stacks.dependencies import drop_referenced_dependency
 from stacks.encryption import DataKey
 from stacks.jobs import GLUE_JAR, GLUE_JOBS, Access, GlueJob, GlueSecurity, JobSpec
+from stacks.nag import NIST, acknowledge
 from stacks.queries import AthenaWorkgroup
 from stacks.storage import SecureBucket, expiry_rules, lifecycle_rules
 
@@ -81,8 +84,11 @@ class Analytics(Construct):
             access_logs=access_logs,
             removal=removal,
             auto_delete=config.auto_delete_objects,
+            # A compaction run rewrites partitions: a bad run must not destroy the good data.
+            versioned=True,
             lifecycle_rules=[
                 *lifecycle_rules(config.lifecycle("curated")),
+                s3.LifecycleRule(id="ExpireReplacedVersions", noncurrent_version_expiration=cdk.Duration.days(30)),
                 *expiry_rules(
                     prefix=GLUE_TEMP_PREFIX,
                     expire_after_days=config.retention.scratch_days,
@@ -97,6 +103,10 @@ class Analytics(Construct):
             access_logs=access_logs,
             removal=removal,
             auto_delete=config.auto_delete_objects,
+            unversioned_reason=(
+                "Athena writes each query's results once, under the query's own id, and they expire after "
+                f"{config.retention.athena_results_days} days; they can be produced again by running the query"
+            ),
             lifecycle_rules=expiry_rules(expire_after_days=config.retention.athena_results_days),
         ).bucket
 
@@ -157,6 +167,15 @@ class Analytics(Construct):
             )
             for spec in specs
         }
+        for job in self.jobs.values():
+            acknowledge(
+                job.role,
+                f"{NIST}-IAMNoInlinePolicy",
+                f"the role of the Glue job {job.job.name}: its policy holds the grants of exactly this role "
+                "(created, changed and deleted with it); a managed policy would only let it be attached elsewhere",
+            )
+            # the job references its role (Fn::GetAtt); an explicit DependsOn repeats it
+            drop_referenced_dependency(job.job, job.role)
         if settings.compaction_schedule:
             self._schedule(prefix, settings.compaction_schedule)
 

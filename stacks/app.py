@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks, ServerlessChecks
 
 from stacks.config import CONTEXT_KEY, ConfigError, load
 from stacks.stack import RdssStack
@@ -12,7 +12,7 @@ from stacks.stack import RdssStack
 def build(app: cdk.App, environment: str | None = None) -> RdssStack:
     """Adds environment ``environment`` (default: the ``env`` context, ``-c env=<name>``) to ``app``.
 
-    cdk-nag's AwsSolutions and Serverless packs run as validation plugins on every synth: a
+    cdk-nag's AwsSolutions, Serverless and NIST 800-53 rev 5 packs run as validation plugins on every synth: a
     finding nobody acknowledged fails the synth, and the report lands in
     ``cdk.out/validation-report.json``.
     """
@@ -33,7 +33,7 @@ def build(app: cdk.App, environment: str | None = None) -> RdssStack:
     stack = RdssStack(app, f"rdss-{config.name}", config=config)
     cdk.Tags.of(stack).add("Project", "rdss")
     cdk.Tags.of(stack).add("Environment", config.name)
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app), NIST80053R5Checks(app))
     return stack
 
 

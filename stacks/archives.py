@@ -13,7 +13,7 @@ from constructs import Construct
 from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION
 from rdss.topology import Channel, Deployment, Topology
 from stacks.config import EnvironmentConfig
-from stacks.nag import Acknowledgements, acknowledge
+from stacks.nag import NIST, Acknowledgements, acknowledge
 
 
 def archive_bucket_of(channel: Channel, topology: Topology) -> str:
@@ -99,3 +99,10 @@ class ChannelArchive(Construct):
         acks.bucket_write(bucket, bucket_label, purpose)
         acks.key_use(key_name)
         acks.apply()
+        acknowledge(
+            self.delivery_stream,
+            f"{NIST}-IAMNoInlinePolicy",
+            f"the source and destination roles of {deployment.stream(channel.name)}: each policy holds the grants of "
+            "exactly its role (created, changed and deleted with it); a managed policy would only let it be attached "
+            "elsewhere",
+        )

@@ -10,12 +10,15 @@ in ``cdk.json`` fails here, with the key named, instead of deep inside a constru
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
+
+from rdss.topology import RDSS, Topology
 
 CONTEXT_KEY = "rdss"
 
@@ -86,6 +89,10 @@ class FunctionSettings:
     memory_mb: int = 512
     timeout_seconds: int = 60
     log_level: str = "INFO"
+    #: Concurrent executions reserved for (and the most allowed to) the function: a flood of
+    #: records cannot take the account's whole concurrency from every other function, and the
+    #: function is always able to run. None: share the account's unreserved pool.
+    reserved_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,38 @@ class AnalyticsSettings:
     compaction_schedule: str | None = None
 
 
+#: A vendor's name: its consumer group, its role's and its outputs' names (IAM role names allow 64
+#: characters; ``rdss-<env>-vendor-`` takes up to 32 of them).
+_VENDOR_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\Z")
+_ACCOUNT = re.compile(r"\d{12}\Z")
+#: An IAM principal ARN: an account root, a role or a user (paths allowed), in any partition.
+_PRINCIPAL_ARN = re.compile(r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(root|(role|user)/[\w+=,.@/-]{1,512})\Z")
+#: STS's own rule for ExternalId (2 to 1224 characters of this set).
+_EXTERNAL_ID = re.compile(r"[\w+=,.@:/-]{2,1224}\Z")
+
+
+@dataclass(frozen=True)
+class VendorSettings:
+    """A vendor let into the environment: who may assume its role, and what it does.
+
+    ``principal`` is the vendor's AWS account ID (any principal of that account its own IAM
+    allows) or one principal's ARN; ``external_id`` is the ID it must present when assuming the
+    role (the confused-deputy guard). The vendor's name is its consumer group: its checkpoints
+    and leases are the rows whose ``lease`` starts with ``<name>#``.
+    """
+
+    principal: str
+    external_id: str
+    #: Puts messages on ``input`` (the only channel a producer writes).
+    produces: bool = False
+    #: Routed channels it reads (``responses`` is always readable, for request-reply).
+    consumes: tuple[str, ...] = ()
+
+    @property
+    def account(self) -> str:
+        return self.principal if _ACCOUNT.match(self.principal) else self.principal.split(":")[4]
+
+
 @dataclass(frozen=True)
 class EnvironmentConfig:
     """Everything that differs between environments, typed."""
@@ -177,6 +216,8 @@ class EnvironmentConfig:
     #: buckets). False for a CloudFormation that cannot invoke functions - LocalStack without
     #: Docker (``-c custom_resources=false``): buckets are then emptied by whoever deletes the stack.
     custom_resources: bool = True
+    #: Vendors by name (``vendors.<name>`` in cdk.json).
+    vendors: Mapping[str, VendorSettings] = field(default_factory=dict)
 
     @property
     def retains_data(self) -> bool:
@@ -246,6 +287,38 @@ def _retention(values: Any, where: str) -> RetentionSettings:
     return _build(RetentionSettings, {**values, "buckets": lifecycles}, where)
 
 
+def _vendors(values: Any, where: str, routed: Sequence[str]) -> dict[str, VendorSettings]:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected an object, found {values!r}")
+    vendors = {}
+    for name, raw in values.items():
+        here = f"{where}.{name}"
+        if not _VENDOR_NAME.match(name) or len(name) > 32:
+            raise ConfigError(f"{here}: a vendor name is lower-case letters, digits and single hyphens, at most 32")
+        if isinstance(raw, Mapping) and isinstance(raw.get("consumes"), list):
+            raw = {**raw, "consumes": tuple(raw["consumes"])}
+        vendor = _build(VendorSettings, raw, here)
+        if not isinstance(vendor.principal, str) or not (
+            _ACCOUNT.match(vendor.principal) or _PRINCIPAL_ARN.match(vendor.principal)
+        ):
+            raise ConfigError(f"{here}.principal: expected a 12-digit account ID or an IAM principal ARN")
+        if not isinstance(vendor.external_id, str) or not _EXTERNAL_ID.match(vendor.external_id):
+            raise ConfigError(f"{here}.external_id: 2 to 1224 characters of letters, digits and +=,.@:/-_")
+        if not isinstance(vendor.produces, bool):
+            raise ConfigError(f"{here}.produces: expected true or false")
+        if not isinstance(vendor.consumes, tuple) or not all(isinstance(c, str) for c in vendor.consumes):
+            raise ConfigError(f"{here}.consumes: expected a list of channel names")
+        unknown = sorted(set(vendor.consumes) - set(routed))
+        if unknown:
+            raise ConfigError(
+                f"{here}.consumes: {unknown} not consumable; vendors read the routed channels {sorted(routed)}"
+            )
+        if not vendor.produces and not vendor.consumes:
+            raise ConfigError(f"{here}: neither produces nor consumes anything")
+        vendors[name] = vendor
+    return vendors
+
+
 def environment_names(context: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(context.get("environments", {}))
 
@@ -258,6 +331,7 @@ def load(
     region: str | None = None,
     environ: Mapping[str, str] | None = None,
     custom_resources: bool | None = None,
+    topology: Topology = RDSS,
 ) -> EnvironmentConfig:
     """The settings of environment ``name`` from the ``rdss`` context object.
 
@@ -307,6 +381,7 @@ def load(
         alarm_email=raw.pop("alarm_email", None),
         termination_protection=bool(raw.pop("termination_protection", False)),
         custom_resources=bool(raw.pop("custom_resources", True)) if custom_resources is None else custom_resources,
+        vendors=_vendors(raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")]),
     )
     raw.pop("account", None)
     raw.pop("region", None)

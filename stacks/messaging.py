@@ -65,7 +65,14 @@ class Messaging(Construct):
                 access_logs=self.access_logs,
                 removal=removal,
                 auto_delete=config.auto_delete_objects,
-                versioned=config.retains_data and spec.expire_after_days is None,
+                # The archives (kept until the environment's lifecycle expires them) are versioned
+                # in every environment: an overwrite or a delete leaves the record recoverable.
+                versioned=spec.expire_after_days is None,
+                unversioned_reason=(
+                    f"the {spec.name} bucket holds working copies ({spec.description.lower()}) for "
+                    f"{spec.expire_after_days} days at most; the records themselves stay in the channels and the "
+                    "audit archive"
+                ),
                 lifecycle_rules=self._lifecycle(spec.name, spec.expire_after_days),
             ).bucket
         # Bucket names are left to CloudFormation (S3 names are global); functions learn the

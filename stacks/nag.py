@@ -23,6 +23,7 @@ from constructs import IConstruct
 
 AWS_SOLUTIONS = "AwsSolutions"
 SERVERLESS = "Serverless"
+NIST = "NIST.800.53.R5"
 
 
 #: Context flag: record acknowledgements as metadata instead of making them, so a synth shows
@@ -138,3 +139,18 @@ class Acknowledgements:
         for finding, reasons in self._reasons.items():
             acknowledge(self._scope, finding, f"{self._subject}: " + "; ".join(reasons))
         self._reasons.clear()
+
+
+#: Metadata key checkov reads a resource's skips from: ``{"skip": [{"id": ..., "comment": ...}]}``.
+CHECKOV_METADATA = "checkov"
+
+
+def skip_checkov(scope: IConstruct, check: str, reason: str) -> None:
+    """Declares on the resource behind ``scope`` (its default child, or itself) that checkov's
+    ``check`` (``CKV_AWS_117``) does not apply, and why; checkov reports it as skipped."""
+    resource = scope if isinstance(scope, cdk.CfnResource) else scope.node.default_child
+    if not isinstance(resource, cdk.CfnResource):
+        raise TypeError(f"{scope.node.path} is not a CloudFormation resource")
+    metadata = resource.get_metadata(CHECKOV_METADATA) or {"skip": []}
+    skips = [s for s in metadata["skip"] if s["id"] != check]
+    resource.add_metadata(CHECKOV_METADATA, {"skip": [*skips, {"id": check, "comment": reason}]})

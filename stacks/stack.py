@@ -14,6 +14,7 @@ from rdss.topology import RDSS, Topology
 from stacks.analytics import Analytics
 from stacks.config import EnvironmentConfig
 from stacks.messaging import Messaging
+from stacks.vendors import Vendors
 
 
 class RdssStack(cdk.Stack):
@@ -39,4 +40,13 @@ class RdssStack(cdk.Stack):
             deployment=self.messaging.deployment,
             buckets=self.messaging.buckets,
             access_logs=self.messaging.access_logs,
+        )
+        self.vendors = Vendors(
+            self,
+            "Vendors",
+            vendors=config.vendors,
+            deployment=self.messaging.deployment,
+            streams=self.messaging.channels.streams,
+            tables=self.messaging.state.tables,
+            key=self.messaging.data_key.key,
         )

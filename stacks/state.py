@@ -8,6 +8,7 @@ from constructs import Construct
 
 from rdss.topology import Deployment
 from stacks.config import EnvironmentConfig
+from stacks.nag import NIST, acknowledge
 
 
 class StateTables(Construct):
@@ -38,6 +39,13 @@ class StateTables(Construct):
                 time_to_live_attribute=spec.ttl_attribute,
                 removal_policy=config.cdk_removal_policy,
                 deletion_protection=config.retains_data,
+            )
+            acknowledge(
+                self.tables[spec.name],
+                f"{NIST}-DynamoDBInBackupPlan",
+                f"{deployment.table(spec.name)} has point-in-time recovery (any second of the last 35 days); its items "
+                "(claims, sequence progress, checkpoints) lose their meaning once the channels' 7-day retention has "
+                "passed, so a longer AWS Backup plan would keep nothing that could be used",
             )
 
     def table(self, name: str) -> dynamodb.Table:

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from rdss import __version__
-from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace
+from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
 from rdss.cli.common import CommandError
 
-_COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive)
+_COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive, vendor)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,14 @@ def register(commands: Any) -> None:
     up.add_argument("--env", default="local", help="deployment name (default: local)")
     up.add_argument("--shards", type=int, default=2, help="shards per stream (default 2)")
     add_logging_options(up)
+    up.add_argument(
+        "--vendor",
+        action="append",
+        default=[],
+        metavar="NAME:produces|NAME:consumes=CHANNEL,...",
+        help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME --env ENV --endpoint URL "
+        "prints its gateway configuration); repeatable",
+    )
     up.set_defaults(run=run_up)
 
     demo = actions.add_parser("demo", help="publish a workload, let the system run, report where everything went")
@@ -68,10 +76,15 @@ def run_up(args: argparse.Namespace) -> int:
 
     from rdss.local.emulator import start_embedded
     from rdss.local.runtime import Runtime, Settings
+    from rdss.local.vendors import parse_vendor
 
+    try:
+        vendors = dict(parse_vendor(spec) for spec in args.vendor)
+    except ValueError as error:
+        raise CommandError(f"--vendor {error}") from error
     console = Console()
     endpoint = start_embedded(port=args.port)
-    runtime = Runtime(endpoint, Settings(environment=args.env, shards=args.shards))
+    runtime = Runtime(endpoint, Settings(environment=args.env, shards=args.shards, vendors=vendors))
     try:
         runtime.provision()
         runtime.start()
@@ -87,6 +100,10 @@ def run_up(args: argparse.Namespace) -> int:
             console.print(f"  {channel.name:<11} {deployment.stream(channel.name)}")
         console.print("tables: " + ", ".join(deployment.table(t.name) for t in deployment.topology.tables))
         console.print("buckets: " + ", ".join(deployment.bucket(b.name) for b in deployment.topology.buckets))
+        for name in vendors:
+            console.print(
+                f"vendor {name}: rdss vendor config {name} --env {deployment.environment} --endpoint {endpoint.url}"
+            )
         console.print("[dim]broker, sequencer, sweep and Firehose are running; Ctrl-C stops[/]")
         stopped = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stopped.set())

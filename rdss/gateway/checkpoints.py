@@ -28,6 +28,13 @@ from botocore.exceptions import ClientError
 
 from rdss.repository.entries import RETENTION_SECONDS
 
+
+def lease_key(group: str, stream: str) -> str:
+    """The partition key of one consumer group's rows for one stream: ``<group>#<stream>``.
+    Vendor roles are limited to their own group's keys with ``dynamodb:LeadingKeys``."""
+    return f"{group}#{stream}"
+
+
 #: Checkpoint values that are not sequence numbers.
 TRIM_HORIZON, LATEST, SHARD_END = "TRIM_HORIZON", "LATEST", "SHARD_END"
 

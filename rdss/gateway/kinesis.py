@@ -21,7 +21,7 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from rdss.aws import CLIENT_CONFIG
+from rdss.aws import CLIENT_CONFIG, assumed_session
 from rdss.aws import client as aws_client
 from rdss.gateway.backend import (
     Backend,
@@ -30,7 +30,7 @@ from rdss.gateway.backend import (
     local_data_repository,
     state_directory,
 )
-from rdss.gateway.checkpoints import DynamoLeaseStore
+from rdss.gateway.checkpoints import DynamoLeaseStore, lease_key
 from rdss.gateway.leases import PartitionInfo
 from rdss.gateway.logs import LogTransport
 from rdss.gateway.streams import LogRecord, ReadResult, StartAt
@@ -202,11 +202,11 @@ class KinesisTransport(LogTransport):
         return KinesisLog(self.kinesis, address, channel)
 
     def leases(self, group: str, address: str) -> DynamoLeaseStore:
-        return DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), f"{group}#{address}")
+        return DynamoLeaseStore(self.dynamodb, self.deployment.table("checkpoints"), lease_key(group, address))
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:
-    """The backend for ``kinesis://<env>?endpoint=&region=&prefix=&ldr=``."""
+    """The backend for ``kinesis://<env>?endpoint=&region=&prefix=&ldr=&role=&external_id=``."""
     deployment = Deployment(url.name, prefix=url.param("prefix") or "rdss")
     kwargs: dict[str, Any] = {}
     endpoint, region = url.param("endpoint"), url.param("region")
@@ -215,8 +215,20 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     if region:
         kwargs["region_name"] = region
     kwargs["config"] = GATEWAY_CLIENT_CONFIG
-    kinesis = settings.clients.get("kinesis") or aws_client("kinesis", **kwargs)
-    dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", **kwargs)
+    role = url.param("role")
+    session = (
+        assumed_session(
+            role,
+            external_id=url.param("external_id"),
+            session_name=f"rdss-gateway-{settings.application}"[:64],
+            region=region,
+            endpoint=endpoint,
+        )
+        if role
+        else None
+    )
+    kinesis = settings.clients.get("kinesis") or aws_client("kinesis", session, **kwargs)
+    dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", session, **kwargs)
     repository = local_data_repository(
         url, settings, lambda: _default_repository(deployment, settings), dynamodb=lambda: dynamodb
     )

@@ -5,7 +5,9 @@
   URL (the embedded emulator, LocalStack; default: boto3's own resolution, including
   ``AWS_ENDPOINT_URL``), ``region=``, ``prefix=`` (default ``rdss``), ``ldr=`` the application's
   Local Data Repository: ``dynamodb://TABLE`` (a table of the application's own; required in
-  AWS) or ``sqlite:///path`` (default: ``$XDG_STATE_HOME/rdss/kinesis-<prefix>-<env>.sqlite``).
+  AWS) or ``sqlite:///path`` (default: ``$XDG_STATE_HOME/rdss/kinesis-<prefix>-<env>.sqlite``);
+  ``role=`` an IAM role ARN to assume (a vendor's, as ``rdss vendor config`` prints it) with
+  ``external_id=``.
 * ``memory://<bus>`` - the spec's Mock: an in-process bus shared by every gateway opened with
   the same name in the process. ``partitions=N`` (default 1) gives each channel N partitions;
   ``ldr=`` as for kinesis (default: the bus's own, in memory).
@@ -26,7 +28,7 @@ DEFAULT_URL = "kinesis://dev"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _KNOWN: dict[str, frozenset[str]] = {
-    "kinesis": frozenset({"endpoint", "region", "prefix", "ldr"}),
+    "kinesis": frozenset({"endpoint", "region", "prefix", "ldr", "role", "external_id"}),
     "memory": frozenset({"partitions", "ldr"}),
 }
 
@@ -75,6 +77,11 @@ def parse(url: str) -> GatewayURL:
     endpoint = params.get("endpoint")
     if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
         raise URLError(f"{url!r}: endpoint must be an http(s) URL, got {endpoint!r}")
+    if "external_id" in params and "role" not in params:
+        raise URLError(f"{url!r}: external_id= is presented when assuming a role: give role= too")
+    role = params.get("role")
+    if role is not None and not re.match(r"arn:aws[a-z-]*:iam::\d{12}:role/", role):
+        raise URLError(f"{url!r}: role must be an IAM role ARN, got {role!r}")
     partitions = params.get("partitions")
     if partitions is not None and (not partitions.isdigit() or not 1 <= int(partitions) <= 1024):
         raise URLError(f"{url!r}: partitions must be a whole number from 1 to 1024")

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from rdss.errors import ErrorCode
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import FirehoseBridge
+from rdss.local.vendors import LocalVendor, provision_vendors
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import RDSS, Deployment, Resolved, from_environment
@@ -56,6 +57,8 @@ class Settings:
     sweep_interval: float = 10.0
     sequence_timeout: float = 300.0
     poll_interval: float = 0.1
+    #: Vendors let in, each with a role as the CDK app makes one (``rdss vendor config`` reads them).
+    vendors: Mapping[str, LocalVendor] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +117,8 @@ class Runtime:
     def provision(self) -> None:
         """Create the deployment's resources and wire every pump (idempotent resources)."""
         provision(self.endpoint, self.deployment, shards=self.settings.shards)
+        if self.settings.vendors:
+            provision_vendors(self.endpoint, self.deployment, self.settings.vendors)
         sqs = self.endpoint.client("sqs")
         kinesis = self.endpoint.client("kinesis")
         s3 = self.endpoint.client("s3")

@@ -79,8 +79,9 @@ def synthesize(environment: str, outdir: Path, **context: Any) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def environments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synthesized]:
-    """dev (destroys its data) and prod (retains it), synthesised with cdk-nag's checks."""
-    return {name: synthesize(name, tmp_path_factory.mktemp(f"cdk-{name}")) for name in ("dev", "prod")}
+    """dev (destroys its data), staging and prod (retains it, has vendors), synthesised with
+    cdk-nag's checks."""
+    return {name: synthesize(name, tmp_path_factory.mktemp(f"cdk-{name}")) for name in ("dev", "staging", "prod")}
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""cdk-nag's AwsSolutions and Serverless packs: no finding unacknowledged, no acknowledgement stale."""
+"""cdk-nag's AwsSolutions, Serverless and NIST 800-53 rev 5 packs: no finding unacknowledged, no
+acknowledgement stale."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from stacks.nag import DRY_RUN_CONTEXT, DRY_RUN_METADATA
 from tests.cdk.conftest import Synthesized, make_app, validation_report
 
 
-def test_the_validation_report_has_no_unacknowledged_finding(synthesized: Synthesized) -> None:
-    report = synthesized.validation_report()
+@pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
+def test_the_validation_report_has_no_unacknowledged_finding(
+    environments: dict[str, Synthesized], environment: str
+) -> None:
+    report = environments[environment].validation_report()
     violations = [v for plugin in report["pluginReports"] for v in plugin["violations"]]
     assert violations == []
 
@@ -47,6 +51,11 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[tuple[str, s
 
 def _covers(scope: str, path: str) -> bool:
     return path == scope or path.startswith(scope + "/")
+
+
+def test_three_packs_check_the_stack(dry_run: Any) -> None:
+    _, findings = dry_run
+    assert {rule.split("-", 1)[0] for _, rule in findings} == {"AwsSolutions", "Serverless", "NIST.800.53.R5"}
 
 
 def test_every_finding_is_acknowledged_where_it_arises(dry_run: Any) -> None:

@@ -1,0 +1,235 @@
+"""``rdss vendor config NAME --env ENV``: what a vendor configures its Message Gateway with.
+
+Read from the stack ``rdss-<env>``'s outputs (the deployed stack, or the local runtime's, with
+``--endpoint``), or from the synthesised template in ``cdk.out/`` before deploying. Prints the
+gateway URL (region, the vendor's role and external ID), the application name its consumer
+group must be, and the channels it may write and read. Exit 2 when the stack, the template or
+the vendor is not there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rdss.cli.common import USAGE, CommandError
+from rdss.vendors import output_key
+
+#: Where ``cdk synth`` writes (``make synth ENV=...``).
+CDK_OUT = Path("cdk.out")
+
+
+def register(commands: Any) -> None:
+    vendor = commands.add_parser("vendor", help="what a vendor needs to connect its gateway")
+    actions = vendor.add_subparsers(dest="vendor", metavar="ACTION", required=True)
+    config = actions.add_parser(
+        "config",
+        help="print a vendor's gateway configuration",
+        description="Print the gateway configuration of vendor NAME (cdk.json: rdss.environments.ENV.vendors.NAME) "
+        "from the outputs of the stack rdss-ENV, or of the template in cdk.out/ before deploying.",
+    )
+    config.add_argument("name", metavar="NAME")
+    config.add_argument("--env", required=True, help="the deployment (dev, staging, prod; local for rdss local up)")
+    config.add_argument("--endpoint", help="AWS endpoint of the stack (the local runtime's; default: boto3's own)")
+    config.add_argument("--region", help="region of the stack (default: boto3's own)")
+    config.add_argument(
+        "--cdk-out",
+        type=Path,
+        nargs="?",
+        const=CDK_OUT,
+        metavar="DIR",
+        help="read the synthesised template instead of the deployed stack (default DIR: cdk.out)",
+    )
+    config.add_argument(
+        "--account",
+        help="with --cdk-out: the account an environment-agnostic template will be deployed to",
+    )
+    config.add_argument("--json", action="store_true", help="one JSON object instead of shell lines")
+    config.set_defaults(run=run_config)
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything a vendor's gateway is configured with."""
+
+    vendor: str
+    environment: str
+    url: str
+    application: str
+    role_arn: str
+    external_id: str
+    region: str
+    #: channel -> stream name
+    writes: dict[str, str]
+    reads: dict[str, str]
+
+
+def gateway_config(name: str, environment: str, outputs: dict[str, str], endpoint: str | None) -> GatewayConfig:
+    """The configuration of vendor ``name`` from the stack's outputs (key -> value).
+
+    Raises:
+        KeyError: the outputs have no vendor ``name``.
+    """
+
+    def value(what: str) -> str:
+        return outputs[output_key(name, what)]
+
+    role_arn = value("RoleArn")
+    channels = {kind: [c for c in value(kind.capitalize()).split(",") if c] for kind in ("writes", "reads")}
+    streams = {c: value(f"{c.capitalize()}StreamName") for c in (*channels["writes"], *channels["reads"])}
+    params = {"region": value("Region"), "role": role_arn, "external_id": value("ExternalId")}
+    # the streams are <prefix>-<env>-<channel>: a prefix other than the default goes in the URL
+    any_channel, any_stream = next(iter(streams.items()))
+    prefix = any_stream.removesuffix(f"-{environment}-{any_channel}")
+    if prefix != "rdss":
+        params["prefix"] = prefix
+    if endpoint:
+        params["endpoint"] = endpoint
+    query = "&".join(f"{k}={quote(v, safe=':/')}" for k, v in params.items())
+    return GatewayConfig(
+        vendor=name,
+        environment=environment,
+        url=f"kinesis://{environment}?{query}",
+        application=value("Group"),
+        role_arn=role_arn,
+        external_id=value("ExternalId"),
+        region=value("Region"),
+        writes={c: streams[c] for c in channels["writes"]},
+        reads={c: streams[c] for c in channels["reads"]},
+    )
+
+
+def stack_outputs(stack: str, *, endpoint: str | None, region: str | None) -> dict[str, str]:
+    """The outputs of a deployed stack."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from rdss.aws import client
+
+    kwargs: dict[str, Any] = {}
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    if region:
+        kwargs["region_name"] = region
+    try:
+        described = client("cloudformation", **kwargs).describe_stacks(StackName=stack)["Stacks"][0]
+    except ClientError as error:
+        message = error.response.get("Error", {}).get("Message", str(error))
+        raise CommandError(f"stack {stack}: {message} (before deploying, read the template with --cdk-out)") from error
+    except BotoCoreError as error:
+        raise CommandError(f"stack {stack}: {error}") from error
+    return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+
+
+def template_outputs(stack: str, cdk_out: Path, account: str | None = None) -> dict[str, str]:
+    """The outputs of a synthesised template, resolved as CloudFormation would resolve them
+    (the stack's account and region come from the cloud assembly's manifest; ``account`` fills
+    in the account of an environment-agnostic one)."""
+    template_file = cdk_out / f"{stack}.template.json"
+    try:
+        template = json.loads(template_file.read_text())
+        manifest = json.loads((cdk_out / "manifest.json").read_text())
+    except OSError as error:
+        raise CommandError(f"cannot read {error.filename}: {error.strerror} (make synth ENV=... writes it)") from error
+    environment = manifest.get("artifacts", {}).get(stack, {}).get("environment", "")
+    match = re.fullmatch(r"aws://([^/]+)/([^/]+)", environment)
+    synthesised_account, region = match.groups() if match else ("unknown-account", "unknown-region")
+    if re.fullmatch(r"\d{12}", synthesised_account):
+        if account not in (None, synthesised_account):
+            raise CommandError(f"{template_file} is for account {synthesised_account}, not {account}")
+        account = synthesised_account
+    if account is None or not re.fullmatch(r"\d{12}", account) or region.startswith("unknown"):
+        raise CommandError(
+            f"{template_file} does not say its account and region ({environment or 'none'}): give --account "
+            "(synthesise with -c region=... for the region), or read the deployed stack"
+        )
+    resolver = _Resolver(template.get("Resources", {}), account, region)
+    return {key: resolver.resolve(output["Value"]) for key, output in template.get("Outputs", {}).items()}
+
+
+class _Resolver:
+    """The intrinsic functions the vendor outputs use: Ref and Fn::GetAtt of roles and
+    streams, pseudo parameters, Fn::Join."""
+
+    def __init__(self, resources: dict[str, Any], account: str, region: str) -> None:
+        self.resources = resources
+        self.pseudo = {
+            "AWS::AccountId": account,
+            "AWS::Region": region,
+            "AWS::Partition": "aws-cn" if region.startswith("cn-") else "aws",
+            "AWS::URLSuffix": "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com",
+        }
+
+    def resolve(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and "Fn::Join" in value:
+            delimiter, items = value["Fn::Join"]
+            return str(delimiter).join(self.resolve(item) for item in items)
+        if isinstance(value, dict) and "Ref" in value:
+            ref = value["Ref"]
+            if ref in self.pseudo:
+                return self.pseudo[ref]
+            return self._name(ref)
+        if isinstance(value, dict) and "Fn::GetAtt" in value:
+            logical_id, attribute = value["Fn::GetAtt"]
+            if attribute == "Arn":
+                return self._arn(logical_id)
+        raise CommandError(f"cannot resolve {json.dumps(value)} without deploying")
+
+    def _name(self, logical_id: str) -> str:
+        resource = self.resources[logical_id]
+        names = {"AWS::Kinesis::Stream": "Name", "AWS::IAM::Role": "RoleName", "AWS::DynamoDB::Table": "TableName"}
+        name = resource.get("Properties", {}).get(names.get(resource["Type"], ""))
+        if not isinstance(name, str):
+            raise CommandError(f"{logical_id} has no fixed name: its outputs are known only once deployed")
+        return name
+
+    def _arn(self, logical_id: str) -> str:
+        partition, region, account = (self.pseudo[k] for k in ("AWS::Partition", "AWS::Region", "AWS::AccountId"))
+        kind = self.resources[logical_id]["Type"]
+        name = self._name(logical_id)
+        if kind == "AWS::IAM::Role":
+            path = self.resources[logical_id]["Properties"].get("Path", "/")
+            return f"arn:{partition}:iam::{account}:role{path}{name}"
+        if kind == "AWS::Kinesis::Stream":
+            return f"arn:{partition}:kinesis:{region}:{account}:stream/{name}"
+        if kind == "AWS::DynamoDB::Table":
+            return f"arn:{partition}:dynamodb:{region}:{account}:table/{name}"
+        raise CommandError(f"cannot tell the ARN of {logical_id} ({kind}) without deploying")
+
+
+def run_config(args: argparse.Namespace) -> int:
+    stack = f"rdss-{args.env}"
+    if args.account is not None and args.cdk_out is None:
+        raise CommandError("--account goes with --cdk-out: a deployed stack knows its account")
+    if args.cdk_out is not None:
+        outputs = template_outputs(stack, args.cdk_out, args.account)
+    else:
+        outputs = stack_outputs(stack, endpoint=args.endpoint, region=args.region)
+    try:
+        config = gateway_config(args.name, args.env, outputs, args.endpoint)
+    except KeyError:
+        suffix = "RoleArn"
+        known = sorted(k.removeprefix("Vendor").removesuffix(suffix) for k in outputs if k.endswith(suffix))
+        raise CommandError(
+            f"{stack} has no vendor {args.name!r}" + (f" (its vendors: {', '.join(known)})" if known else ""), USAGE
+        ) from None
+    if args.json:
+        print(json.dumps(asdict(config), indent=2))
+        return 0
+    out = sys.stdout
+    out.write(f"# Message Gateway of vendor {config.vendor} on {stack} ({config.region})\n")
+    out.write(f"export RDSS_GATEWAY_URL='{config.url}'\n")
+    out.write(f"# application (its consumer group): Gateway(url, application={config.application!r}),\n")
+    out.write(f"#   or rdss send/tail/request --application {config.application}\n")
+    out.write(f"# role {config.role_arn}, assumed with external ID {config.external_id}\n")
+    for kind, channels in (("writes", config.writes), ("reads", config.reads)):
+        listed = ", ".join(f"{channel} ({stream})" for channel, stream in channels.items()) or "nothing"
+        out.write(f"# {kind}: {listed}\n")
+    return 0

@@ -1,0 +1,149 @@
+"""Vendors of the local runtime's deployment: the roles the CDK app creates, in the emulator.
+
+:func:`provision_vendors` deploys a CloudFormation stack ``<prefix>-<env>`` holding one role and
+managed policy per vendor - the trust statement and policy statements of
+:class:`rdss.vendors.VendorAccess`, with the emulator's ARNs - and the same outputs the CDK
+stack has, so ``rdss vendor config NAME --env <env> --endpoint URL`` reads a local deployment
+exactly as it reads a deployed one.
+
+The emulator (moto) does not evaluate IAM policies: locally the role proves the configuration
+(assuming it with the external ID, the URL, the group), while what the policy allows is
+checked on the synthesised template (``tests/cdk/test_vendors.py``)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from rdss.local.emulator import Endpoint
+from rdss.topology import Deployment
+from rdss.vendors import Arns, VendorAccess, output_key, role_name, trust_statement
+
+
+@dataclass(frozen=True)
+class LocalVendor:
+    """A vendor of a local deployment (its principal is the emulator's own account)."""
+
+    produces: bool = False
+    consumes: tuple[str, ...] = ()
+    #: None: a random one, as an operator would issue.
+    external_id: str | None = None
+
+
+def parse_vendor(spec: str) -> tuple[str, LocalVendor]:
+    """``NAME:produces``, ``NAME:consumes=metadata,vocabulary`` or both (``rdss local up --vendor``).
+
+    Raises:
+        ValueError: the spec is malformed.
+    """
+    name, _, rest = spec.partition(":")
+    produces = False
+    consumes: tuple[str, ...] = ()
+    for part in filter(None, rest.split(":")):
+        if part == "produces":
+            produces = True
+        elif part.startswith("consumes="):
+            consumes = tuple(c for c in part.removeprefix("consumes=").split(",") if c)
+        else:
+            raise ValueError(f"{spec!r}: expected NAME:produces and/or NAME:consumes=CHANNEL,...; not {part!r}")
+    if not name or not (produces or consumes):
+        raise ValueError(f"{spec!r}: a vendor needs a name and produces and/or consumes=CHANNEL,...")
+    return name, LocalVendor(produces, consumes)
+
+
+def stack_name(deployment: Deployment) -> str:
+    return f"{deployment.prefix}-{deployment.environment}"
+
+
+def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mapping[str, LocalVendor]) -> str:
+    """Create (or replace) the vendors' stack; returns its name."""
+    account = endpoint.client("sts").get_caller_identity()["Account"]
+    region = endpoint.region
+    kms = endpoint.client("kms")
+    alias = f"alias/{deployment.prefix}-{deployment.environment}-messaging"
+    aliases = {a["AliasName"]: a.get("TargetKeyId") for a in kms.list_aliases()["Aliases"]}
+    if alias in aliases:
+        key_id = aliases[alias]
+    else:
+        key_id = kms.create_key(Description=f"RDSS {deployment.environment}: the deployment's data key")["KeyMetadata"][
+            "KeyId"
+        ]
+        kms.create_alias(AliasName=alias, TargetKeyId=key_id)
+    arns = Arns(
+        region=region,
+        key=f"arn:aws:kms:{region}:{account}:key/{key_id}",
+        stream=lambda channel: f"arn:aws:kinesis:{region}:{account}:stream/{deployment.stream(channel)}",
+        table=lambda table: f"arn:aws:dynamodb:{region}:{account}:table/{deployment.table(table)}",
+    )
+    resources: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    for name, vendor in vendors.items():
+        access = VendorAccess(name, vendor.produces, vendor.consumes, deployment)
+        external_id = vendor.external_id or secrets.token_hex(12)
+        role = output_key(name, "Role")
+        resources[role] = {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "RoleName": role_name(deployment, name),
+                "AssumeRolePolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [trust_statement(f"arn:aws:iam::{account}:root", external_id)],
+                },
+            },
+        }
+        resources[output_key(name, "Policy")] = {
+            "Type": "AWS::IAM::ManagedPolicy",
+            "Properties": {
+                "ManagedPolicyName": f"{role_name(deployment, name)}-access",
+                "PolicyDocument": {"Version": "2012-10-17", "Statement": access.statements(arns)},
+                "Roles": [{"Ref": role}],
+            },
+        }
+        values: dict[str, Any] = {
+            "RoleArn": {"Fn::GetAtt": [role, "Arn"]},
+            "ExternalId": external_id,
+            "Region": region,
+            "Group": access.group,
+            "Writes": ",".join(access.writes),
+            "Reads": ",".join(access.reads),
+        }
+        for channel in dict.fromkeys((*access.writes, *access.reads)):
+            values[f"{channel.capitalize()}StreamName"] = deployment.stream(channel)
+            values[f"{channel.capitalize()}StreamArn"] = arns.stream(channel)
+        for what, value in values.items():
+            outputs[output_key(name, what)] = {"Value": value}
+    cloudformation = endpoint.client("cloudformation")
+    stack = stack_name(deployment)
+    template = orjson.dumps({"Resources": resources, "Outputs": outputs}).decode()
+    existing = {
+        s["StackName"] for s in cloudformation.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
+    }
+    if stack in existing:
+        cloudformation.delete_stack(StackName=stack)
+        _wait(cloudformation, stack, gone=True)
+    cloudformation.create_stack(StackName=stack, TemplateBody=template, Capabilities=["CAPABILITY_NAMED_IAM"])
+    _wait(cloudformation, stack)
+    return stack
+
+
+def _wait(cloudformation: Any, stack: str, *, gone: bool = False, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
+        except cloudformation.exceptions.ClientError:
+            status = "DELETE_COMPLETE"
+        if gone and status == "DELETE_COMPLETE":
+            return
+        if not gone and status == "CREATE_COMPLETE":
+            return
+        if status.endswith("FAILED") or (not gone and status.startswith("ROLLBACK")):
+            raise RuntimeError(f"stack {stack}: {status}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"stack {stack} is still {status}")
+        time.sleep(0.1)

@@ -1,0 +1,54 @@
+"""Vendor access from the topology, local vendor specs and the gateway URL's role options."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdss.gateway.url import URLError, parse
+from rdss.local.vendors import LocalVendor, parse_vendor
+from rdss.topology import Deployment
+from rdss.vendors import Arns, VendorAccess, output_key
+
+
+def test_access_follows_the_topology() -> None:
+    deployment = Deployment("prod")
+    producer = VendorAccess("acme", True, (), deployment)
+    assert producer.writes == ("input",)
+    assert producer.reads == ("responses",)
+    consumer = VendorAccess("lib", False, ("vocabulary", "metadata"), deployment)
+    assert consumer.writes == ()
+    assert consumer.reads == ("metadata", "vocabulary", "responses")  # topology order
+    assert consumer.lease_keys == ("lib#rdss-prod-metadata", "lib#rdss-prod-vocabulary", "lib#rdss-prod-responses")
+    with pytest.raises(ValueError, match="routed"):
+        VendorAccess("bad", False, ("invalid",), deployment)
+
+
+def test_statements_name_only_the_vendors_streams() -> None:
+    arns = Arns("eu-west-2", "KEY", stream=lambda c: f"stream/{c}", table=lambda t: f"table/{t}")
+    statements = {s["Sid"]: s for s in VendorAccess("lib", False, ("metadata",), Deployment("dev")).statements(arns)}
+    assert "PutRecordsOnInput" not in statements
+    assert statements["ReadChannels"]["Resource"] == ["stream/metadata", "stream/responses"]
+    assert statements["OwnGroupCheckpoints"]["Resource"] == "table/checkpoints"
+
+
+def test_output_keys_are_camel_case() -> None:
+    assert output_key("eprints-repository", "RoleArn") == "VendorEprintsRepositoryRoleArn"
+
+
+def test_local_vendor_specs() -> None:
+    assert parse_vendor("acme:produces") == ("acme", LocalVendor(produces=True))
+    assert parse_vendor("lib:consumes=metadata,vocabulary") == ("lib", LocalVendor(consumes=("metadata", "vocabulary")))
+    assert parse_vendor("both:produces:consumes=metadata") == ("both", LocalVendor(True, ("metadata",)))
+    for bad in ("acme", "acme:writes", ":produces"):
+        with pytest.raises(ValueError, match="produces"):
+            parse_vendor(bad)
+
+
+def test_role_options_of_kinesis_urls() -> None:
+    url = parse("kinesis://prod?role=arn:aws:iam::123456789012:role/rdss-prod-vendor-x&external_id=abc")
+    assert url.param("role") == "arn:aws:iam::123456789012:role/rdss-prod-vendor-x"
+    assert url.param("external_id") == "abc"
+    with pytest.raises(URLError, match="role="):
+        parse("kinesis://prod?external_id=abc")
+    with pytest.raises(URLError, match="role ARN"):
+        parse("kinesis://prod?role=rdss-prod-vendor-x")
