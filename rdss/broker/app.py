@@ -178,7 +178,9 @@ class Broker(Processor):
                         "message routed", extra=message_fields(header, destination.channel, record=item.record)
                     )
                 item.outputs.append(
-                    kinesis_send(destination.stream, history.append(item.payload, hop, header=header), item.partition_key)
+                    kinesis_send(
+                        destination.stream, history.append(item.payload, hop, header=header), item.partition_key
+                    )
                 )
                 tally.add("channel", destination.channel)
             tally.add("outcome", item.outcome)

@@ -21,8 +21,8 @@ from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
 from tests.support.hops import unhopped
 from tests.support.rabbitmq import TcpProxy
-from tools.workload import Workload
 from tests.support.traffic import channel_mix
+from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

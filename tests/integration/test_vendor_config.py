@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 import boto3
 import pytest
+from rdss.workload import Workload
 
 from rdss.cli import main
 from rdss.gateway import Gateway
@@ -20,7 +21,6 @@ from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendors import LocalVendor
 from rdss.vendors import VendorAccess
-from rdss.workload import Workload
 from tests.support.iam import CallRecorder, allowed
 
 pytestmark = pytest.mark.integration

@@ -30,12 +30,12 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from rdss import schemas
-from tools.bench.reference import candidate_locations, default_location, reference_validator
 from rdss.messages import failure_reply
 from rdss.sequences import split
 from rdss.validation import Verdict, validate
-from tools.workload import Workload
 from tests.conftest import valid_examples
+from tools.bench.reference import candidate_locations, default_location, reference_validator
+from tools.workload import Workload
 
 # -- the reference ------------------------------------------------------------------------------
 
