@@ -240,8 +240,7 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_coldstart(args: argparse.Namespace) -> int:
-    from tools.bench import coldstart
-
+    coldstart = tool("bench.coldstart")
     if args.rounds < 1:
         raise CommandError("--rounds must be at least 1")
     figures = coldstart.run(args.rounds)

@@ -5,7 +5,7 @@ to an in-process bus (the spec's Mock, for application tests). See :class:`Gatew
 """
 
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, Transport, TransportError
-from rdss.gateway.consumer import Received, Receiver, ReceiveStats, Selector, select
+from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import (
     ChannelMismatch,
     GatewayError,
@@ -16,6 +16,7 @@ from rdss.gateway.exceptions import (
     SendFailed,
 )
 from rdss.gateway.gateway import Gateway
+from rdss.gateway.received import Received, ReceiveStats, Selector, select
 from rdss.gateway.send import Receipt
 from rdss.gateway.url import URLError
 

@@ -28,9 +28,10 @@ from typing import Any
 
 from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
-from rdss.gateway.consumer import Received, Receiver, ReceiveStats
+from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import GatewayError
 from rdss.gateway.listen import receive_or_wait
+from rdss.gateway.received import Received, ReceiveStats
 from rdss.retry import SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)

@@ -58,9 +58,9 @@ import orjson
 from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
+from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.logs import message_fields
-from rdss.messages import Message
 from rdss.rejection import Rejector
 from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler, SequenceError, stale
@@ -68,103 +68,12 @@ from rdss.validation import Verdict, validate, validate_message
 
 _log = logging.getLogger(__name__)
 
-#: A Message Selector: receives the messageHeader, returns True to deliver the message.
-Selector = Callable[[Mapping[str, Any]], bool]
 Publish = Callable[[Sequence[Outgoing]], list[Outcome]]
 
 _RECENT = 10_000
 #: Failed attempts after which a message is poison (the first attempt and four retries).
 MAX_ATTEMPTS = 5
 _UNLIMITED = Rejector()
-
-
-def select(
-    *, message_type: str | Sequence[str] | None = None, message_class: str | Sequence[str] | None = None
-) -> Selector:
-    """A selector accepting these message types and/or classes, e.g.
-    ``select(message_type="MetadataCreate")``."""
-    types = {message_type} if isinstance(message_type, str) else set(message_type or ())
-    classes = {message_class} if isinstance(message_class, str) else set(message_class or ())
-
-    def selector(header: Mapping[str, Any]) -> bool:
-        return (not types or header.get("messageType") in types) and (
-            not classes or header.get("messageClass") in classes
-        )
-
-    return selector
-
-
-@dataclass(frozen=True)
-class Received:
-    """A whole message handed to the application, and the records it came in."""
-
-    message: Message
-    #: As it travelled for a whole message (byte for byte); re-serialised when reassembled.
-    payload: bytes
-    channel: str
-    deliveries: tuple[Delivery, ...]
-    #: The headers of those records (one per part), for the Local Data Repository.
-    parts: tuple[Mapping[str, Any], ...]
-    #: The receiver it came from (for :meth:`reject`).
-    receiver: Receiver | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def header(self) -> Mapping[str, Any]:
-        header: Mapping[str, Any] = self.message["messageHeader"]
-        return header
-
-    @property
-    def message_id(self) -> str:
-        return str(self.header["messageId"])
-
-    @property
-    def message_type(self) -> str:
-        return str(self.header["messageType"])
-
-    @property
-    def message_class(self) -> str:
-        return str(self.header["messageClass"])
-
-    @property
-    def body(self) -> Any:
-        return self.message.get("messageBody")
-
-    def reject(self, error_code: str, description: str) -> None:
-        """Refuse the message with one of the spec's codes (an application's: APPERRMET001-004,
-        APPERRVOC002; or any GENERR): it is moved, decorated, to that code's channel and
-        acknowledged. See :meth:`Receiver.reject`."""
-        if self.receiver is None:
-            raise RuntimeError("this message was not handed out by a Receiver")
-        self.receiver.reject(self, error_code, description)
-
-
-@dataclass
-class ReceiveStats:
-    """What a receiver did with the records it read."""
-
-    delivered: int = 0
-    acked: int = 0
-    redelivered: int = 0
-    duplicates: int = 0
-    #: This application's own messages (TO_SEND or SENT in its repository) coming back.
-    own: int = 0
-    filtered: int = 0
-    #: Records the classifier refused (whole messages, and parts of invalid sequences): moved,
-    #: decorated, to the invalid or error channel of their code.
-    invalid: int = 0
-    #: Expired messages (and parts of expired or timed-out sequences) moved to the error channel.
-    expired: int = 0
-    #: Messages the application refused with a code (:meth:`Received.reject`, ``Rejected``).
-    rejected: int = 0
-    #: Messages whose handler failed ``max_attempts`` times: moved to ``error`` (GENERR009).
-    poison: int = 0
-    #: Records read from the channel.
-    records: int = 0
-    #: Seconds the throttle held deliveries back.
-    throttled_seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -310,7 +219,7 @@ class Receiver:
         """
         attempts = self._count_failure(received) if count and self.max_attempts is not None else 0
         if self.max_attempts is not None and attempts >= self.max_attempts:
-            description = f"gave up after {attempts} failed attempts: {_describe(reason)}"
+            description = f"gave up after {attempts} failed attempts: {describe_failure(reason)}"
             _log.error("%s: %s: %s %s", self.channel, received.message_id, ErrorCode.GENERR009, description)
             if self._move_message(received, ErrorCode.GENERR009, description):
                 self.stats.poison += 1
@@ -671,10 +580,3 @@ def _expires_at(header: Mapping[str, Any]) -> float | None:
 def _expired(header: Mapping[str, Any], now: datetime) -> bool:
     expires_at = _expires_at(header)
     return expires_at is not None and expires_at <= now.timestamp()
-
-
-def _describe(reason: BaseException | str | None) -> str:
-    """An errorDescription naming what failed: the exception's type and message."""
-    if isinstance(reason, BaseException):
-        return f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
-    return reason or "nacked without a reason"

@@ -19,9 +19,10 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.amgi.types import Application
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
-from rdss.gateway.consumer import MAX_ATTEMPTS, Received, Receiver, ReceiveStats, Selector
+from rdss.gateway.consumer import MAX_ATTEMPTS, Receiver
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
 from rdss.gateway.listen import Handler, listen
+from rdss.gateway.received import Received, ReceiveStats, Selector
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
 from rdss.messages import Message, failure_reply

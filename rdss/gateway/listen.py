@@ -11,8 +11,9 @@ import threading
 from collections.abc import Callable
 
 from rdss.gateway.backend import TransportError
-from rdss.gateway.consumer import Received, Receiver, ReceiveStats
+from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import Rejected
+from rdss.gateway.received import Received, ReceiveStats
 from rdss.retry import PATIENT, SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)

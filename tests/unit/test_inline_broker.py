@@ -13,6 +13,7 @@ from rdss.gateway import Gateway
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.inline_broker import InlineBroker
+from tests.support.hops import unhopped
 from tools.workload import Workload
 
 
@@ -55,8 +56,10 @@ def test_on_the_memory_bus_input_is_kept_as_sent_and_routed_to_its_channel(bus_n
         producer.send(message)
         producer.transport.publish([Outgoing("input", b'{"messageHeader": 1}', "raw")])
     bus = memory_backend.bus(bus_name)
-    assert bus.payloads("input") == [orjson.dumps(message), b'{"messageHeader": 1}']
-    assert bus.payloads("metadata") == [orjson.dumps(message)]
+    sent, raw = bus.payloads("input")
+    assert unhopped(sent) == (message, ["producer"])  # the send's own hop, nothing else changed
+    assert raw == b'{"messageHeader": 1}'
+    assert bus.payloads("metadata") == [sent]
     [invalid] = bus.payloads("invalid")
     assert orjson.loads(invalid)["messageHeader"]["errorCode"] == "GENERR004"
     with (
@@ -65,5 +68,5 @@ def test_on_the_memory_bus_input_is_kept_as_sent_and_routed_to_its_channel(bus_n
     ):
         received = inbox.receive(timeout=1)
         assert received is not None
-        assert received.message == message
+        assert unhopped(received.message) == (message, ["producer"])
         inbox.ack(received)
