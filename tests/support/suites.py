@@ -53,7 +53,7 @@ SUITES = {
         "tests/integration",
     ],
     "integration": [*PYTEST, "tests/integration"],
-    "glue": [*PYTEST, "tests/glue"],
+    "glue": [*PYTEST, "tests/glue", "tests/analytics"],
     "amqp": [*PYTEST, "tests/amqp"],
     "cdk": [*PYTEST, "tests/cdk"],
     "package": [*PYTEST, "tests/package"],
