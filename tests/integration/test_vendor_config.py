@@ -13,7 +13,6 @@ from urllib.parse import unquote
 
 import boto3
 import pytest
-from rdss.workload import Workload
 
 from rdss.cli import main
 from rdss.gateway import Gateway
@@ -22,6 +21,7 @@ from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendors import LocalVendor
 from rdss.vendors import VendorAccess
 from tests.support.iam import CallRecorder, allowed
+from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 
