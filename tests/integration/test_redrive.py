@@ -51,7 +51,7 @@ def runtime(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run
     runtime = Runtime(endpoint, settings)
     runtime.provision()
     yield runtime
-    runtime.stop()
+    runtime.deprovision()
 
 
 def poison(runtime: Runtime) -> Poisoned:
@@ -234,7 +234,7 @@ def test_claimed_records_past_retention_are_recovered_whole_from_the_archive(
         assert max(result.routed_ids.values()) == 1
         assert runtime.failed_batches()["broker"] == 0
     finally:
-        runtime.stop()
+        runtime.deprovision()
 
 
 def test_a_queue_message_that_is_not_a_pointer_is_reported_and_kept(

@@ -66,7 +66,7 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-        runtime.stop()
+        runtime.deprovision()
 
 
 def trace(sent: Sent, capsys: pytest.CaptureFixture[str], message_id: str, *options: str) -> tuple[int, str]:

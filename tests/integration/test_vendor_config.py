@@ -37,7 +37,7 @@ def runtime(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run
     for name, value in endpoint.environment().items():
         monkeypatch.setenv(name, value)
     yield runtime
-    runtime.stop()
+    runtime.deprovision()
 
 
 def vendor_config(runtime: Runtime, name: str, capsys: pytest.CaptureFixture[str], *options: str) -> Any:
