@@ -16,6 +16,7 @@ from glue_jobs import schema as glue_schema
 from rdss import bridge, messages, schemas, skeletons, validation
 from rdss.gateway.amqp import naming
 from rdss.topology import RDSS
+from tests.support import suites
 from tools import demo, diagram, workload
 from tools.bench import reference
 
@@ -96,6 +97,18 @@ def test_where_things_live_names_every_top_level_directory_and_every_rdss_module
     modules = [f"rdss/{p.name}" for p in sorted((ROOT / "rdss").glob("*.py"))]
     missing = [name for name in (*directories, *packages, *modules) if f"`{name}`" not in table]
     assert not missing, f"docs/contributors.md's 'Where things live' does not mention {missing}"
+
+
+def test_the_tests_table_lists_every_suite_with_its_directories() -> None:
+    rows = {
+        match[0]: match[1]
+        for match in re.findall(r"^\| `([a-z]+)` \| ([^|]*) \|", _section("Tests"), flags=re.MULTILINE)
+    }
+    assert set(rows) == set(suites.SUITES)
+    for name, command in suites.SUITES.items():
+        directories = [f"`{arg}/`" for arg in command if arg.startswith("tests/")]
+        assert directories, name
+        assert all(directory in rows[name] for directory in directories), (name, rows[name])
 
 
 # -- the recipes: every file they name exists ----------------------------------------------------
