@@ -116,7 +116,7 @@ UNIQUE_COLUMNS = ("messageId", "correlationId", "sequence", "publishedTimestamp"
 # monotonically_increasing_id keeps a row's place within its task in the low 33 bits
 _LINE_BITS = 33
 
-#: Start-up settings of a local run on a small machine (measured on 2 cores: see README), on
+#: Start-up settings of a local run on a small machine (measured on 2 cores: see docs/contributors.md), on
 #: top of the shared ones (runtime.LOCAL_SETTINGS).
 LOCAL_SETTINGS = {
     "spark.sql.files.openCostInBytes": str(1 << 20),
