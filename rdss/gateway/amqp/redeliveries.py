@@ -1,4 +1,10 @@
-"""The redelivery counter: how often a message was handed to a consumer that never answered.
+"""The redelivery counter of classic queues: how often a message was handed to a consumer that
+never answered.
+
+Only for ``queue_type=classic``: on quorum queues (the default) RabbitMQ itself counts every
+return of a message (``x-delivery-count``) and dead-letters it past ``x-delivery-limit``, one
+count for all consumers on all hosts, and :class:`BrokerCounts` stands in for this counter. A
+per-host file cannot do that: consumers of one queue on two hosts count separately.
 
 RabbitMQ marks a message it delivers again after a consumer's channel closed without an ack
 (the consumer crashed, was killed, lost its connection) with the ``redelivered`` flag - a flag,
@@ -128,3 +134,23 @@ class SqliteRedeliveries:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class BrokerCounts:
+    """The :class:`RedeliveryCounter` of quorum queues: RabbitMQ keeps the count with the message
+    (``x-delivery-count``), so there is nothing to keep, forget or forgive here."""
+
+    def increment(self, keys: Sequence[str]) -> dict[str, int]:
+        return dict.fromkeys(keys, 0)
+
+    def forget(self, keys: Sequence[str]) -> None:
+        pass
+
+    def forgive(self, keys: Sequence[str]) -> None:
+        pass
+
+    def count(self, key: str) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
