@@ -4,6 +4,7 @@ host, dead-letters past the limit; a send's Mosaic auth token and context arrive
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -17,6 +18,8 @@ import pika
 import pytest
 
 from rdss.gateway import Gateway, Received, TransportError
+from rdss.gateway.amqp.consumer import dead_letter_reason
+from rdss.gateway.amqp.transport import RETURNS_ALLOWANCE
 from tests.amqp.conftest import FAST, ROOT, amqp_url, run_rdss
 from tests.support.hops import unhopped
 from tests.support.rabbitmq import RabbitMQ
@@ -56,8 +59,9 @@ def test_consumer_queues_are_quorum_queues_with_the_delivery_limit(url, rabbitmq
     listing = rabbitmq.ctl("list_queues", "-q", "--no-table-headers", "name", "type", "arguments")
     [line] = [row for row in listing.splitlines() if row.startswith(queue + "\t")]
     assert "\tquorum\t" in line
-    assert "x-delivery-limit" in line
-    assert FAST["redeliveries"] in line
+    # the broker's backstop: the consumer dead-letters at redeliveries, less the returns it forgave
+    limit = int(FAST["redeliveries"]) + RETURNS_ALLOWANCE
+    assert re.search(rf'"x-delivery-limit",\s*{limit}\b', line), line
     assert "x-dead-letter-exchange" in line
     assert f"{queue.split('.')[0]}.dead_letter" in line
 
@@ -65,8 +69,8 @@ def test_consumer_queues_are_quorum_queues_with_the_delivery_limit(url, rabbitmq
 def test_a_message_that_kills_every_consumer_is_dead_lettered_after_the_limit_in_total(rabbitmq, tmp_path):
     """Two "hosts" (separate state directories, so nothing on disk is shared) each restart their
     consumer process whenever it dies; the message kills it every time (os._exit in the handler).
-    With redeliveries=2 RabbitMQ hands it out three times in all - not three times per host -
-    then dead-letters it."""
+    With redeliveries=2 it is handed out three times in all - not three times per host - then
+    dead-lettered, RabbitMQ's x-delivery-count being the one count every host reads."""
     query = {"namespace": f"t{uuid.uuid4().hex[:10]}", **FAST}  # no state=: each host's own default
     url = f"{rabbitmq.url}?{urlencode(query)}"
     poison = Workload(seed=41).message("MetadataCreate", "Event")
@@ -213,3 +217,16 @@ def test_rdss_send_takes_the_auth_token_from_a_file(url, rabbitmq, tmp_path):
         inbox.ack(received)
     assert received.deliveries[0].attributes["auth_token"] == "eyJ.cli.token"
     assert received.deliveries[0].attributes["message_context"] == {"ticket": "RDSS-15"}
+
+
+def test_a_dead_letter_from_the_brokers_backstop_says_why_in_the_same_words():
+    """RabbitMQ's own dead letters (past x-delivery-limit) carry x-death; the consumer of
+    dead_letter reports them as the gateway's own: x-rdss-dead-reason and x-rdss-queue."""
+    death = {"count": 1, "reason": "delivery_limit", "queue": "ns.g.metadata.MetadataCreate", "exchange": ""}
+    headers = dead_letter_reason({"x-death": [death], "rdss-key": "k"})
+    assert headers["x-rdss-dead-reason"].startswith("redeliveries-exceeded")
+    assert headers["x-rdss-queue"] == "ns.g.metadata.MetadataCreate"
+    expired = {"count": 1, "reason": "expired", "queue": "ns.retry.10s"}  # a delay tier, not a death
+    assert "x-rdss-dead-reason" not in dead_letter_reason({"x-death": [expired]})
+    own = {"x-rdss-dead-reason": "retries-exhausted: refused 7 times", "x-death": [death]}
+    assert dead_letter_reason(own)["x-rdss-dead-reason"].startswith("retries-exhausted")

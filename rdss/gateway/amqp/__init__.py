@@ -14,7 +14,7 @@ URL: ``amqp://user:password@host:port/vhost?<options>``; besides pika's own quer
   change its type) with the count in a per-host SQLite file (:mod:`rdss.gateway.amqp.redeliveries`).
   Moving over: ``docs/rabbitmq.md``.
 * ``redeliveries=5`` how many times a message may be redelivered after its consumer died
-  holding it before it is dead-lettered: the quorum queue's ``x-delivery-limit``.
+  holding it before it is dead-lettered (counted by RabbitMQ on quorum queues).
 * ``envelope=mosaic`` (default) sends messages as Mosaic envelopes (:mod:`rdss.gateway.amqp.mosaic`);
   ``envelope=rdss`` sends the RDSS JSON as it is. Consumers read either.
 * ``state=PATH`` the SQLite file holding the Local Data Repository (and, for classic queues, the
@@ -30,7 +30,8 @@ Topology (names shown without a namespace; everything durable, messages persiste
   routing key ``<channel>.<entity>.<messageType>``.
 * ``<group>.<channel>.<messageType>``: a queue per consumer group, channel and messageType,
   bound to ``commands`` and/or ``events`` with that routing key; a quorum queue with
-  ``x-delivery-limit`` and ``x-dead-letter-exchange=dead_letter`` (at-least-once dead-lettering).
+  ``x-delivery-limit`` (the backstop) and ``x-dead-letter-exchange=dead_letter`` (at-least-once
+  dead-lettering).
 * ``retry.10s``, ``retry.30s``: a delay tier each, a fanout exchange into a queue of the same
   name with ``x-message-ttl`` and ``x-dead-letter-exchange=""``: when the TTL expires the
   message goes back to the queue it came from (it was published with that queue's name as its
@@ -57,10 +58,11 @@ delivery is handed over, the consumer has the part the broker function plays on 
 (:class:`rdss.gateway.inline_broker.InlineBroker`): an invalid message is moved, decorated, to
 ``invalid`` or ``error`` (acknowledging it - never
 redelivered in a loop). A message whose consumer died holding it comes back with RabbitMQ's
-``x-delivery-count`` one higher, and past ``x-delivery-limit`` RabbitMQ dead-letters it itself,
-whichever host's consumers took it (classic queues: counted in the per-host file, dead-lettered
-by the consumer; a consumer that knows held messages come back through no fault of theirs
-forgives them there). :meth:`AmqpConsumer.redeliver` sends a refused message through the
+``x-delivery-count`` one higher, whichever host's consumer took it, and past ``redeliveries``
+it is dead-lettered unhandled (RabbitMQ's own ``x-delivery-limit``, 20 higher, is the backstop
+for a consumer that dies before it can look). A consumer that knows held messages come back
+through no fault of theirs (its connection dropped, or it closed) forgives them: in memory on
+quorum queues, in the per-host file on classic ones. :meth:`AmqpConsumer.redeliver` sends a refused message through the
 delay tiers, then to ``dead_letter``. A delivery's ``attempts`` attribute - its failed
 attempts so far - is the refusals carried in ``x-rdss-attempts`` plus the deaths counted since,
 so ``Gateway.listen(max_attempts=N)`` moves a poison message to ``error`` (GENERR009) after N

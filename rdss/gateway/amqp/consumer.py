@@ -78,8 +78,8 @@ class AmqpConsumer:
         self.channel = channel
         self.group = group
         self.classify = channel not in QUEUE_CHANNELS
-        #: a group's quorum queues: RabbitMQ counts the returns (x-delivery-count) and dead-letters
-        #: past the limit itself; elsewhere the transport's counter (classic queues) does
+        #: a group's quorum queues: RabbitMQ counts the returns (x-delivery-count); elsewhere the
+        #: transport's counter (the per-host file of classic queues) does
         self.broker_counts = transport.options.queue_type == "quorum" and self.classify and group is not None
         self._lock = threading.RLock()
         self._incoming: deque[_Raw] = deque()
@@ -195,10 +195,15 @@ class AmqpConsumer:
         connection = self.transport.connection()
         try:
             amqp = connection.channel()
-            # quorum queues have no channel-wide (global) QoS: there the limit is per queue
-            shared = self.transport.options.queue_type == "classic" or not self.classify or self.group is None
-            amqp.basic_qos(prefetch_count=self.transport.options.prefetch, global_qos=shared)
+            prefetch = self.transport.options.prefetch
             queues = self.transport.declare_queues(amqp, self.channel, self.group)
+            if self.broker_counts:
+                # quorum queues have no channel-wide (global) QoS: the limit is shared out between
+                # the group's queues, so that no more is in flight than on classic queues (what is
+                # in flight when a connection drops comes back counted)
+                amqp.basic_qos(prefetch_count=max(1, -(-prefetch // len(queues))), global_qos=False)
+            else:
+                amqp.basic_qos(prefetch_count=prefetch, global_qos=True)
             tags = {amqp.basic_consume(queue, self._on_message, auto_ack=False): queue for queue in queues}
         except BaseException as error:
             with contextlib.suppress(pika.exceptions.AMQPError):
@@ -333,13 +338,15 @@ class AmqpConsumer:
             return
         options = self.transport.options
         redelivered = [raw for raw in batch if raw.redelivered and not self.broker_counts]
-        counts = self.transport.counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
+        counter = self.transport.counter
+        counts = counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
         dead: list[tuple[_Raw, str]] = []
         moved: list[tuple[_Raw, Rejection]] = []
         for raw in batch:
             headers = raw.properties.headers or {}
-            if self.broker_counts:  # past the limit the broker dead-letters it: it never comes here
-                count = int(headers.get(H_DELIVERY_COUNT) or 0)
+            if self.broker_counts:  # the broker's count, less the returns this process caused
+                returns = int(headers.get(H_DELIVERY_COUNT) or 0)
+                count = max(0, returns - counter.count(_counter_key(raw))) if returns else 0
             else:
                 count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
             raw.redeliveries = count
@@ -364,7 +371,7 @@ class AmqpConsumer:
                     continue
             position = f"{self._epoch}.{raw.tag}"
             self._handed[position] = raw
-            if raw.redelivered and not self.broker_counts:
+            if raw.redelivered:
                 self._counted[position] = _counter_key(raw)
             attributes: dict[str, Any] = {
                 "redelivered": raw.redelivered,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -136,21 +137,46 @@ class SqliteRedeliveries:
             self._db.close()
 
 
-class BrokerCounts:
-    """The :class:`RedeliveryCounter` of quorum queues: RabbitMQ keeps the count with the message
-    (``x-delivery-count``), so there is nothing to keep, forget or forgive here."""
+class ForgivenReturns:
+    """The :class:`RedeliveryCounter` of quorum queues, where RabbitMQ keeps the count with the
+    message (``x-delivery-count``, the same for every consumer on every host).
+
+    RabbitMQ 3.x counts *every* return, including the messages a consumer held when it lost its
+    connection or closed a receiver: those come back through no fault of theirs. This process
+    remembers how many such returns it caused per message (:meth:`forgive`), and the consumer
+    takes them off the broker's count when the message comes back (:meth:`count`). Memory only:
+    what a process that exits while holding messages caused is counted against them (keep
+    ``redeliveries`` above how often that happens to the same message). :meth:`increment` counts
+    nothing - the broker does.
+    """
+
+    #: Messages remembered at most (the oldest forgotten first): they went to other consumers.
+    LIMIT = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._forgiven: OrderedDict[str, int] = OrderedDict()
 
     def increment(self, keys: Sequence[str]) -> dict[str, int]:
-        return dict.fromkeys(keys, 0)
-
-    def forget(self, keys: Sequence[str]) -> None:
-        pass
+        return {}
 
     def forgive(self, keys: Sequence[str]) -> None:
-        pass
+        with self._lock:
+            for key in keys:
+                self._forgiven[key] = self._forgiven.pop(key, 0) + 1
+            while len(self._forgiven) > self.LIMIT:
+                self._forgiven.popitem(last=False)
+
+    def forget(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._forgiven.pop(key, None)
 
     def count(self, key: str) -> int:
-        return 0
+        """Returns of this message that this process caused (to take off ``x-delivery-count``)."""
+        with self._lock:
+            return self._forgiven.get(key, 0)
 
     def close(self) -> None:
-        pass
+        with self._lock:
+            self._forgiven.clear()

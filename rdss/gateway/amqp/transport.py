@@ -29,11 +29,15 @@ from rdss.gateway.amqp.naming import (
 )
 from rdss.gateway.amqp.options import WORD, Options
 from rdss.gateway.amqp.publisher import ConfirmingPublisher, Publish, Result
-from rdss.gateway.amqp.redeliveries import BrokerCounts, RedeliveryCounter, SqliteRedeliveries
+from rdss.gateway.amqp.redeliveries import ForgivenReturns, RedeliveryCounter, SqliteRedeliveries
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, TransportError
 from rdss.gateway.inline_broker import INPUT, InlineBroker
 
 _log = logging.getLogger(__name__)
+
+#: How far the broker's ``x-delivery-limit`` lies above ``redeliveries``: room for returns a
+#: consumer forgave (connections lost while holding the message) before RabbitMQ's backstop.
+RETURNS_ALLOWANCE = 20
 
 
 class AmqpTransport:
@@ -49,7 +53,7 @@ class AmqpTransport:
             self._declare_topology(connection.channel())
         # quorum queues count deliveries in the broker: the per-host file is for classic ones only
         self.counter: RedeliveryCounter = counter or (
-            SqliteRedeliveries(options.state) if options.queue_type == "classic" else BrokerCounts()
+            SqliteRedeliveries(options.state) if options.queue_type == "classic" else ForgivenReturns()
         )
         self.publisher = ConfirmingPublisher(options.parameters, timeout=options.confirm_timeout)
         self.sleep: Callable[[float], None] = time.sleep
@@ -176,14 +180,17 @@ class AmqpTransport:
 
     def queue_arguments(self) -> dict[str, Any]:
         """The arguments of a consumer group's queues: for quorum queues, RabbitMQ's own delivery
-        count - a message returned by consumers that died holding it more than ``redeliveries``
-        times is dead-lettered by the broker to ``dead_letter`` (at least once: the queue keeps
-        it until the dead letter is confirmed)."""
+        count. The consumer dead-letters a message returned more than ``redeliveries`` times
+        (less the returns it caused itself by losing a connection: see
+        :class:`~rdss.gateway.amqp.redeliveries.ForgivenReturns`); ``x-delivery-limit`` is the
+        broker's backstop :data:`RETURNS_ALLOWANCE` above that, for a consumer that dies before
+        it could look (dead-lettered by RabbitMQ to ``dead_letter``, at least once: the queue
+        keeps it until the dead letter is confirmed)."""
         if self.options.queue_type == "classic":
             return {}
         return {
             "x-queue-type": "quorum",
-            "x-delivery-limit": self.options.redelivery_limit,
+            "x-delivery-limit": self.options.redelivery_limit + RETURNS_ALLOWANCE,
             "x-dead-letter-exchange": self.names.dead_letter,
             "x-dead-letter-strategy": "at-least-once",
             "x-overflow": "reject-publish",  # what at-least-once dead-lettering requires
