@@ -39,6 +39,10 @@ _log = logging.getLogger(__name__)
 #: consumer forgave (connections lost while holding the message) before RabbitMQ's backstop.
 RETURNS_ALLOWANCE = 20
 
+#: One per process, not per transport: a gateway reopened in the same process (a restarted
+#: receiver, a new Gateway) still knows the returns this process caused.
+FORGIVEN = ForgivenReturns()
+
 
 class AmqpTransport:
     """One RabbitMQ virtual host as a :class:`rdss.gateway.backend.Transport`."""
@@ -53,7 +57,7 @@ class AmqpTransport:
             self._declare_topology(connection.channel())
         # quorum queues count deliveries in the broker: the per-host file is for classic ones only
         self.counter: RedeliveryCounter = counter or (
-            SqliteRedeliveries(options.state) if options.queue_type == "classic" else ForgivenReturns()
+            SqliteRedeliveries(options.state) if options.queue_type == "classic" else FORGIVEN
         )
         self.publisher = ConfirmingPublisher(options.parameters, timeout=options.confirm_timeout)
         self.sleep: Callable[[float], None] = time.sleep
