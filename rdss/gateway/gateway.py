@@ -100,7 +100,14 @@ class Gateway:
         self.sender = Sender(self.transport, self.repository, limit=size_limit, machine_id=application)
 
     # -- sending -------------------------------------------------------------------------------
-    def send(self, message: Sendable, *, channel: str = "input") -> Receipt:
+    def send(
+        self,
+        message: Sendable,
+        *,
+        channel: str = "input",
+        auth_token: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Receipt:
         """Send one message (a dict in the spec's shape, or its JSON bytes sent byte for byte,
         with this gateway's hop added to messageHistory).
 
@@ -110,19 +117,33 @@ class Gateway:
 
         Returns once the channel acknowledged it (every part, if it was split).
 
+        ``auth_token`` (the JWT of the actor behind the message) and ``context`` (a JSON object)
+        are Mosaic's: they travel beside the message, never inside its bytes - on ``amqp://`` in
+        the Mosaic envelope, where a receiver finds them in ``Delivery.attributes``
+        (``auth_token``, ``message_context``); the other backends do not carry them
+        (docs/rabbitmq.md).
+
         Raises:
             MessageRefused: invalid (``error_code`` says why); nothing was sent.
             ChannelMismatch: its content routes to another channel than ``channel``; nothing sent.
             SendFailed: not acknowledged after every retry (GENERR005, logged).
         """
-        return self.sender.send([message], channel)[0]
+        return self.sender.send([message], channel, auth_token=auth_token, context=context)[0]
 
-    def send_all(self, messages: Iterable[Sendable], *, channel: str = "input") -> list[Receipt]:
+    def send_all(
+        self,
+        messages: Iterable[Sendable],
+        *,
+        channel: str = "input",
+        auth_token: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> list[Receipt]:
         """Send many messages with as few calls as possible (500 records a PutRecords call).
 
         If any message is invalid nothing is sent. Returns once every one is acknowledged.
+        ``auth_token`` and ``context`` go with every message, as in :meth:`send`.
         """
-        return self.sender.send(messages, channel)
+        return self.sender.send(messages, channel, auth_token=auth_token, context=context)
 
     # -- receiving -----------------------------------------------------------------------------
     def receiver(

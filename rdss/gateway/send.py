@@ -17,6 +17,12 @@ For each call, in order:
 6. what was acknowledged is recorded SENT; anything the channel never acknowledged stays TO_SEND
    and :class:`SendFailed` reports it with GENERR005 (retries exhausted, logged) or GENERR006.
 
+A send may carry Mosaic's ``auth_token`` (the JWT of the actor behind it) and ``context`` (a
+JSON object to carry along): they travel *beside* the message, never inside its bytes (the RDSS
+header admits no such members), as the ``authToken`` and ``messageContext`` headers of each
+:class:`Outgoing` record. A transport with somewhere to put them carries them (``amqp://``: in
+the Mosaic envelope); the others leave them behind (see docs/rabbitmq.md).
+
 Large batches go through in windows of :data:`WINDOW` records, so memory stays bounded and each
 window costs ten full PutRecords calls.
 """
@@ -98,8 +104,16 @@ class Sender:
         self.limit = limit
         self.machine_id = machine_id
 
-    def send(self, messages: Iterable[Sendable], channel: str) -> list[Receipt]:
-        """Send every message to ``channel``; returns once all are acknowledged.
+    def send(
+        self,
+        messages: Iterable[Sendable],
+        channel: str,
+        *,
+        auth_token: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> list[Receipt]:
+        """Send every message to ``channel``; returns once all are acknowledged. ``auth_token``
+        and ``context`` go with every one of them, beside its bytes (module docstring).
 
         Raises:
             MessageRefused: a message failed the classifier (nothing was sent).
@@ -108,6 +122,7 @@ class Sender:
         """
         prepared = self.prepare(messages, channel)
         channel = self.entry(channel)
+        extra = carried_headers(auth_token, context)
         receipts: list[Receipt] = []
         undelivered: list[Undelivered] = []
         exhausted = False
@@ -117,10 +132,10 @@ class Sender:
             window.append(item)
             size += len(item.records)
             if size >= WINDOW:
-                exhausted |= self._window(window, channel, receipts, undelivered)
+                exhausted |= self._window(window, channel, receipts, undelivered, extra)
                 window, size = [], 0
         if window:
-            exhausted |= self._window(window, channel, receipts, undelivered)
+            exhausted |= self._window(window, channel, receipts, undelivered, extra)
         if undelivered:
             code = ErrorCode.GENERR005 if exhausted else ErrorCode.GENERR006
             first = undelivered[0]
@@ -188,12 +203,17 @@ class Sender:
         return prepared
 
     def _window(
-        self, window: Sequence[_Prepared], channel: str, receipts: list[Receipt], undelivered: list[Undelivered]
+        self,
+        window: Sequence[_Prepared],
+        channel: str,
+        receipts: list[Receipt],
+        undelivered: list[Undelivered],
+        extra: Mapping[str, str],
     ) -> bool:
         """TO_SEND, publish, SENT for one window; returns True when retries ran out for any."""
         self.repository.record([Entry.of(header, TO_SEND) for item in window for header, _ in item.records])
         outgoing = [
-            Outgoing(channel, payload, item.key, _routing_headers(header))
+            Outgoing(channel, payload, item.key, {**_routing_headers(header), **extra})
             for item in window
             for header, payload in item.records
         ]
@@ -248,6 +268,25 @@ def _check_route(index: int, header: Mapping[str, Any], channel: str, is_part: b
         fits = route.channel == channel
     if not fits:
         raise ChannelMismatch(index, header["messageType"], header["messageClass"], channel, route.channel, entry)
+
+
+def carried_headers(auth_token: str | None, context: Mapping[str, Any] | None) -> dict[str, str]:
+    """The :class:`Outgoing` headers that carry a send's Mosaic auth token and context (the
+    context as compact JSON: headers are text).
+
+    Raises:
+        TypeError: the context is not a JSON object, or the token not text.
+    """
+    headers: dict[str, str] = {}
+    if auth_token is not None:
+        if not isinstance(auth_token, str):
+            raise TypeError(f"auth_token must be text, not {type(auth_token).__name__}")
+        headers["authToken"] = auth_token
+    if context is not None:
+        if not isinstance(context, Mapping):
+            raise TypeError(f"context must be a JSON object, not {type(context).__name__}")
+        headers["messageContext"] = orjson.dumps(dict(context)).decode()
+    return headers
 
 
 def _routing_headers(header: Mapping[str, Any]) -> dict[str, str]:

@@ -53,3 +53,9 @@ def run_rdss(*arguments: str, timeout: float = 60) -> subprocess.CompletedProces
 @pytest.fixture
 def url(rabbitmq: RabbitMQ, tmp_path: Path) -> str:
     return amqp_url(rabbitmq, tmp_path / "amqp.sqlite")
+
+
+@pytest.fixture
+def classic_url(rabbitmq: RabbitMQ, tmp_path: Path) -> str:
+    """Classic queues, redeliveries counted in the per-host SQLite file (``queue_type=classic``)."""
+    return amqp_url(rabbitmq, tmp_path / "amqp.sqlite", queue_type="classic")

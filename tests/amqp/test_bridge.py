@@ -59,10 +59,12 @@ def test_kinesis_to_rabbitmq_drops_duplicates_and_moves_invalid_records(kinesis_
     assert orjson.loads(invalid)["messageHeader"]["errorCode"] == "GENERR004"
 
 
-def test_rabbitmq_to_kinesis_through_dropped_connections_on_both_sides(kinesis_url, url, rabbitmq, system):
+@pytest.mark.parametrize("queues", ["url", "classic_url"])
+def test_rabbitmq_to_kinesis_through_dropped_connections_on_both_sides(kinesis_url, queues, request, rabbitmq, system):
     """The bridge reads RabbitMQ and writes Kinesis through TCP relays, both cut every 0.5 s six
     times over: every message reaches Kinesis, and the far side's application sees each one once
     (the redelivery limit is 2, so the drops must not count as crashes)."""
+    url = request.getfixturevalue(queues)
     messages = channel_mix(42, 400, "metadata")
     amqp_relay = TcpProxy(rabbitmq.port)
     host, port = system.endpoint.url.removeprefix("http://").split(":")

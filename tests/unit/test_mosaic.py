@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -22,6 +23,14 @@ _JSON = st.recursive(
 )
 _UUID = st.uuids().map(str)
 _STAMP = st.datetimes().map(lambda d: d.isoformat() + "Z")
+#: Published times in any zone (whole minutes, as ISO 8601 offsets are written), away from the
+#: calendar's ends so that every one has a UTC time.
+_ZONE = st.integers(-23 * 60 - 59, 23 * 60 + 59).map(lambda minutes: timezone(timedelta(minutes=minutes)))
+_ZONED = st.builds(
+    lambda moment, zone: moment.replace(tzinfo=zone).isoformat(),
+    st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31)),
+    _ZONE,
+)
 
 
 @st.composite
@@ -34,7 +43,7 @@ def headers(draw: st.DrawFn) -> dict[str, Any]:
     header["messageType"] = draw(st.sampled_from(["MetadataCreate", "MetadataRead", "VocabularyPatch", "X"]))
     if draw(st.booleans()):
         header["returnAddress"] = draw(_TEXT)
-    timings = {"publishedTimestamp": draw(_STAMP)}
+    timings = {"publishedTimestamp": draw(_STAMP | _ZONED)}
     if draw(st.booleans()):
         timings["expirationTimestamp"] = draw(_STAMP)
     header["messageTimings"] = timings
@@ -81,6 +90,41 @@ def test_the_byte_level_helpers_round_trip(message, token, context):
     assert carried == mosaic.Carried(token, context)
 
 
+@given(messages, st.none() | _TEXT, contexts)
+def test_the_envelope_timestamp_is_the_published_time_in_utc(message, token, context):
+    envelope = mosaic.to_mosaic(message, auth_token=token, context=context)
+    published = datetime.fromisoformat(message["messageHeader"]["messageTimings"]["publishedTimestamp"])
+    stamp = envelope["timestamp"]
+    assert stamp.endswith("Z")
+    assert datetime.fromisoformat(stamp).tzinfo == UTC
+    assert datetime.fromisoformat(stamp) == published  # the same instant
+    assert mosaic.carried(envelope) == mosaic.Carried(token, context)
+
+
+@pytest.mark.parametrize(
+    ("published", "expected"),
+    [
+        ("2024-05-01T10:00:00+02:00", "2024-05-01T08:00:00Z"),
+        ("2024-05-01T08:00:00Z", "2024-05-01T08:00:00Z"),
+        ("2024-12-31T23:30:00.250-01:00", "2025-01-01T00:30:00.250000Z"),
+    ],
+)
+def test_timestamps_are_converted_to_utc_and_the_original_text_comes_back(published, expected):
+    message = Workload(seed=4).message("MetadataDelete", "Event")
+    message["messageHeader"]["messageTimings"]["publishedTimestamp"] = published
+    envelope = mosaic.to_mosaic(message)
+    assert envelope["timestamp"] == expected
+    assert mosaic.to_rdss(envelope) == message
+
+
+@pytest.mark.parametrize("published", ["2024-05-01T10:00:00", "yesterday", "2024-05-01"])
+def test_a_published_time_without_a_zone_cannot_be_put_in_utc(published):
+    message = Workload(seed=5).message("MetadataDelete", "Event")
+    message["messageHeader"]["messageTimings"]["publishedTimestamp"] = published
+    with pytest.raises(mosaic.TranslationError, match="publishedTimestamp"):
+        mosaic.to_mosaic(message)
+
+
 def test_the_envelope_fields_are_the_rdss_ones():
     message = Workload(seed=3).message("MetadataCreate", "Event")
     header = message["messageHeader"]
@@ -88,7 +132,7 @@ def test_the_envelope_fields_are_the_rdss_ones():
     assert envelope["message_id"] == header["messageId"]
     assert envelope["message_type"] == "MetadataCreate"
     assert envelope["message_version"] == "3.0.2"
-    assert envelope["timestamp"] == header["messageTimings"]["publishedTimestamp"]
+    assert envelope["timestamp"] == mosaic.utc(header["messageTimings"]["publishedTimestamp"])
     assert envelope["payload"] == message["messageBody"]
     assert envelope["auth_token"] == "eyJhbGciOi.x.y"
     assert envelope["message_context"]["ingest_id"] == 7

@@ -8,7 +8,10 @@
 * one publish and one confirm at a time (pika's BlockingChannel with ``confirm_delivery``): the
   baseline the pipelined publisher exists to beat - every confirm of a persistent message waits
   for the broker's fsync;
-* received and acknowledged through a gateway receiver (classification, de-duplication).
+* received and acknowledged through a gateway receiver (classification, de-duplication);
+* the Mosaic send and the receive again with ``queue_type=classic``: the consumer groups' queues
+  as classic queues rather than quorum queues (the default, whose Raft log costs writes), side
+  by side in the same run.
 
 ``bridge`` times the bridge moving N messages from Kinesis (the embedded emulator, every call
 real HTTP) to RabbitMQ, and back.
@@ -92,15 +95,19 @@ def run(count: int, *, url: str | None = None, realistic: bool = True, seed: int
     figures = Figures(count, sum(map(len, payloads)) / count, "")
     with broker(url) as base, tempfile.TemporaryDirectory() as scratch:
         figures.broker = base.split("@")[-1].split("?")[0]
-        for envelope in ("mosaic", "rdss"):
-            scoped = _scoped(base, Path(scratch) / f"{envelope}.sqlite", envelope=envelope)
+        for envelope, queue_type in (("mosaic", "quorum"), ("rdss", "quorum"), ("mosaic", "classic")):
+            scoped = _scoped(
+                base, Path(scratch) / f"{envelope}-{queue_type}.sqlite", envelope=envelope, queue_type=queue_type
+            )
+            suffix = ", classic queues" if queue_type == "classic" else ""
             with Gateway(scoped, application="bench-producer") as producer:
                 producer.transport.declare("metadata", "bench")  # type: ignore[attr-defined]
                 rate = _timed(count, lambda p=producer: p.send_all(messages, channel="metadata"))
-                figures.rates[f"Gateway.send_all, {envelope} envelope"] = rate
+                figures.rates[f"Gateway.send_all, {envelope} envelope{suffix}"] = rate
             if envelope == "mosaic":
                 with Gateway(scoped, application="bench") as consumer, consumer.receiver("metadata") as inbox:
-                    figures.rates["Gateway receiver, receive + ack"] = _timed(count, lambda i=inbox: _drain(i, count))
+                    rate = _timed(count, lambda i=inbox: _drain(i, count))
+                    figures.rates[f"Gateway receiver, receive + ack{suffix}"] = rate
         scoped = _scoped(base, Path(scratch) / "raw.sqlite", envelope="rdss")
         with Gateway(scoped, application="bench-producer") as producer:
             transport = producer.transport

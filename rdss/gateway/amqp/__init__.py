@@ -8,11 +8,17 @@ URL: ``amqp://user:password@host:port/vhost?<options>``; besides pika's own quer
 * ``retry=10s:3,30s:3`` the delay tiers: a message its handler refused waits 10 s before each
   of its first 3 retries, then 30 s before each of the next 3; after that it is dead-lettered.
   Units ``ms``, ``s``, ``m``; ``retry=none`` dead-letters at the first refusal.
+* ``queue_type=quorum`` (default) declares the consumer groups' queues as quorum queues, whose
+  delivery count RabbitMQ keeps for every consumer on every host; ``queue_type=classic`` keeps
+  classic queues (for deployments whose queues already exist as classic ones: a queue cannot
+  change its type) with the count in a per-host SQLite file (:mod:`rdss.gateway.amqp.redeliveries`).
+  Moving over: ``docs/rabbitmq.md``.
 * ``redeliveries=5`` how many times a message may be redelivered after its consumer died
-  holding it before it is dead-lettered (see :mod:`rdss.gateway.amqp.redeliveries`).
+  holding it before it is dead-lettered (counted by RabbitMQ on quorum queues).
 * ``envelope=mosaic`` (default) sends messages as Mosaic envelopes (:mod:`rdss.gateway.amqp.mosaic`);
   ``envelope=rdss`` sends the RDSS JSON as it is. Consumers read either.
-* ``state=PATH`` the SQLite file holding the redelivery counts and the Local Data Repository
+* ``state=PATH`` the SQLite file holding the Local Data Repository (and, for classic queues, the
+  redelivery counts)
   (default ``$XDG_STATE_HOME/rdss/amqp-<host>-<port>-<vhost>.sqlite``).
 * ``ldr=`` the Local Data Repository elsewhere: ``dynamodb://TABLE`` or ``sqlite:///path``
   (:mod:`rdss.repository.stores`); default: the ``state=`` file.
@@ -23,7 +29,9 @@ Topology (names shown without a namespace; everything durable, messages persiste
 * ``commands`` and ``events``: topic exchanges, for RDSS Commands and for Events and Documents;
   routing key ``<channel>.<entity>.<messageType>``.
 * ``<group>.<channel>.<messageType>``: a queue per consumer group, channel and messageType,
-  bound to ``commands`` and/or ``events`` with that routing key.
+  bound to ``commands`` and/or ``events`` with that routing key; a quorum queue with
+  ``x-delivery-limit`` (the backstop) and ``x-dead-letter-exchange=dead_letter`` (at-least-once
+  dead-lettering).
 * ``retry.10s``, ``retry.30s``: a delay tier each, a fanout exchange into a queue of the same
   name with ``x-message-ttl`` and ``x-dead-letter-exchange=""``: when the TTL expires the
   message goes back to the queue it came from (it was published with that queue's name as its
@@ -49,17 +57,23 @@ Consuming: every queue of the group is a partition, consumed with manual acks. B
 delivery is handed over, the consumer has the part the broker function plays on Kinesis played
 (:class:`rdss.gateway.inline_broker.InlineBroker`): an invalid message is moved, decorated, to
 ``invalid`` or ``error`` (acknowledging it - never
-redelivered in a loop); a message RabbitMQ redelivers (its consumer died holding it) is
-counted in the redelivery counter and dead-lettered once the count exceeds the limit, even
-across restarts. :meth:`AmqpConsumer.redeliver` sends the refused message through the delay
-tiers, then to ``dead_letter``. A consumer that knows held messages will come back through
-no fault of theirs (its connection dropped, or it closes) forgives them in the counter.
+redelivered in a loop). A message whose consumer died holding it comes back with RabbitMQ's
+``x-delivery-count`` one higher, whichever host's consumer took it, and past ``redeliveries``
+it is dead-lettered unhandled (RabbitMQ's own ``x-delivery-limit``, 20 higher, is the backstop
+for a consumer that dies before it can look). A consumer that knows held messages come back
+through no fault of theirs (its connection dropped, or it closed) forgives them: in memory on
+quorum queues, in the per-host file on classic ones. :meth:`AmqpConsumer.redeliver` sends a refused message through the
+delay tiers, then to ``dead_letter``. A delivery's ``attempts`` attribute - its failed
+attempts so far - is the refusals carried in ``x-rdss-attempts`` plus the deaths counted since,
+so ``Gateway.listen(max_attempts=N)`` moves a poison message to ``error`` (GENERR009) after N
+failed attempts of either kind, as on the other backends.
 
 The modules: :mod:`~rdss.gateway.amqp.options` (the URL), :mod:`~rdss.gateway.amqp.naming`
 (exchanges, queues, routing keys), :mod:`~rdss.gateway.amqp.publisher` (confirms),
 :mod:`~rdss.gateway.amqp.transport`, :mod:`~rdss.gateway.amqp.consumer`,
-:mod:`~rdss.gateway.amqp.redeliveries` (the counter), :mod:`~rdss.gateway.amqp.mosaic` (the
-envelope).
+:mod:`~rdss.gateway.amqp.redeliveries` (the classic queues' counter),
+:mod:`~rdss.gateway.amqp.mosaic` (the envelope: a send's ``auth_token`` and ``context`` travel
+in it, its ``timestamp`` in UTC).
 
 Publishing uses publisher confirms with many messages in flight (a pika ``SelectConnection``
 driven from the calling thread: one confirm per message in a blocking channel costs an fsync
@@ -88,7 +102,7 @@ logging.getLogger("pika").addHandler(logging.NullHandler())
 
 
 def open_backend(url: GatewayURL, settings: Settings) -> Backend:
-    """The backend for ``amqp://user:password@host:port/vhost?namespace=&retry=&redeliveries=&envelope=&state=``.
+    """The backend for ``amqp://user:password@host:port/vhost?namespace=&retry=&queue_type=&redeliveries=&envelope=&state=``.
 
     Raises:
         URLError: an option is malformed.

@@ -12,11 +12,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pika
 import pika.exceptions
 
 from rdss.gateway.amqp import mosaic
-from rdss.gateway.amqp.naming import H_ATTEMPTS, H_ENVELOPE, H_KEY, H_QUEUE, H_REASON, QUEUE_CHANNELS
+from rdss.gateway.amqp.naming import (
+    H_ATTEMPTS,
+    H_AUTH_TOKEN,
+    H_CONTEXT,
+    H_DELIVERY_COUNT,
+    H_ENVELOPE,
+    H_KEY,
+    H_QUEUE,
+    H_REASON,
+    QUEUE_CHANNELS,
+)
 from rdss.gateway.amqp.options import Tier
 from rdss.gateway.amqp.publisher import Publish
 from rdss.gateway.backend import Delivery, TransportError
@@ -41,6 +52,14 @@ class _Raw:
     routing_key: str
     properties: Any
     body: bytes
+    #: times it came back from consumers that never answered (the broker's or the file's count)
+    redeliveries: int = 0
+
+    @property
+    def attempts(self) -> int:
+        """Failed attempts so far: refusals carried in ``x-rdss-attempts`` (set when it went
+        through a delay tier) plus returns since then (each one a consumer that died holding it)."""
+        return int((self.properties.headers or {}).get(H_ATTEMPTS, 0)) + self.redeliveries
 
 
 class AmqpConsumer:
@@ -59,6 +78,9 @@ class AmqpConsumer:
         self.channel = channel
         self.group = group
         self.classify = channel not in QUEUE_CHANNELS
+        #: a group's quorum queues: RabbitMQ counts the returns (x-delivery-count); elsewhere the
+        #: transport's counter (the per-host file of classic queues) does
+        self.broker_counts = transport.options.queue_type == "quorum" and self.classify and group is not None
         self._lock = threading.RLock()
         self._incoming: deque[_Raw] = deque()
         #: delivery tags not yet acknowledged, oldest first (tags grow on a channel)
@@ -139,7 +161,8 @@ class AmqpConsumer:
 
     def record_failure(self, delivery: Delivery) -> int:
         """The attempts so far travel with the message (``x-rdss-attempts``, set when it is sent
-        through a delay tier), so any consumer on any host goes on counting."""
+        through a delay tier, plus the broker's ``x-delivery-count`` of consumers that died
+        holding it since), so any consumer on any host goes on counting."""
         return int(delivery.attributes.get("attempts", 0)) + 1
 
     def commit(self) -> None:
@@ -172,8 +195,15 @@ class AmqpConsumer:
         connection = self.transport.connection()
         try:
             amqp = connection.channel()
-            amqp.basic_qos(prefetch_count=self.transport.options.prefetch, global_qos=True)
+            prefetch = self.transport.options.prefetch
             queues = self.transport.declare_queues(amqp, self.channel, self.group)
+            if self.broker_counts:
+                # quorum queues have no channel-wide (global) QoS: the limit is shared out between
+                # the group's queues, so that no more is in flight than on classic queues (what is
+                # in flight when a connection drops comes back counted)
+                amqp.basic_qos(prefetch_count=max(1, -(-prefetch // len(queues))), global_qos=False)
+            else:
+                amqp.basic_qos(prefetch_count=prefetch, global_qos=True)
             tags = {amqp.basic_consume(queue, self._on_message, auto_ack=False): queue for queue in queues}
         except BaseException as error:
             with contextlib.suppress(pika.exceptions.AMQPError):
@@ -307,12 +337,19 @@ class AmqpConsumer:
         if not batch:
             return
         options = self.transport.options
-        redelivered = [raw for raw in batch if raw.redelivered]
-        counts = self.transport.counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
+        redelivered = [raw for raw in batch if raw.redelivered and not self.broker_counts]
+        counter = self.transport.counter
+        counts = counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
         dead: list[tuple[_Raw, str]] = []
         moved: list[tuple[_Raw, Rejection]] = []
         for raw in batch:
-            count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
+            headers = raw.properties.headers or {}
+            if self.broker_counts:  # the broker's count, less the returns this process caused
+                returns = int(headers.get(H_DELIVERY_COUNT) or 0)
+                count = max(0, returns - counter.count(_counter_key(raw))) if returns else 0
+            else:
+                count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
+            raw.redeliveries = count
             if count > options.redelivery_limit:
                 dead.append(
                     (raw, f"redeliveries-exceeded: redelivered {count} times, limit {options.redelivery_limit}")
@@ -336,16 +373,17 @@ class AmqpConsumer:
             self._handed[position] = raw
             if raw.redelivered:
                 self._counted[position] = _counter_key(raw)
-            headers = raw.properties.headers or {}
             attributes: dict[str, Any] = {
                 "redelivered": raw.redelivered,
                 "redeliveries": count,
-                "attempts": int(headers.get(H_ATTEMPTS, 0)),
+                "attempts": raw.attempts,
                 "exchange": raw.exchange,
                 "routing_key": raw.routing_key,
                 #: the AMQP headers: for a dead letter, x-rdss-dead-reason and x-rdss-queue say why and whence
-                "headers": dict(headers),
+                "headers": dead_letter_reason(headers),
             }
+            if carried is None:
+                carried = _carried_in_headers(headers)
             if carried is not None:
                 attributes["auth_token"] = carried.auth_token
                 attributes["message_context"] = dict(carried.context)
@@ -372,7 +410,7 @@ class AmqpConsumer:
             self.transport.counter.forget([key])
         if not self._current(delivery):
             return  # RabbitMQ put it back when the connection was lost
-        attempts = int((raw.properties.headers or {}).get(H_ATTEMPTS, 0)) + 1
+        attempts = raw.attempts + 1
         tier = _tier_for(self.transport.options.tiers, attempts)
         if tier is None:
             self._dead_letter([(raw, f"retries-exhausted: refused {attempts} times")])
@@ -389,7 +427,7 @@ class AmqpConsumer:
         names = self.transport.names
         work = []
         for raw, reason in items:
-            attempts = int((raw.properties.headers or {}).get(H_ATTEMPTS, 0))
+            attempts = raw.attempts
             extra = {H_REASON: reason, H_QUEUE: raw.queue, H_ATTEMPTS: attempts}
             work.append((raw, Publish(names.dead_letter, raw.queue, raw.body, _copy_properties(raw.properties, extra))))
             _log.error(
@@ -466,8 +504,47 @@ def _unwrap(raw: _Raw) -> tuple[bytes, mosaic.Carried | None]:
         return raw.body, None
 
 
+def dead_letter_reason(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """The headers of a delivery, with ``x-rdss-dead-reason`` and ``x-rdss-queue`` filled in from
+    RabbitMQ's ``x-death`` when the broker itself dead-lettered it (a quorum queue's delivery
+    limit), so a dead letter says why in the same words whoever moved it."""
+    found = dict(headers)
+    deaths = found.get("x-death")
+    if H_REASON in found or not isinstance(deaths, list) or not deaths or not isinstance(deaths[0], Mapping):
+        return found
+    latest = deaths[0]  # RabbitMQ puts the most recent death first
+    reason = latest.get("reason")
+    reason = reason.decode() if isinstance(reason, bytes) else str(reason)
+    if reason != "delivery_limit":  # e.g. "expired": the TTL of a delay tier, not a death
+        return found
+    queue = latest.get("queue", "")
+    found[H_REASON] = (
+        "redeliveries-exceeded: returned by consumers that never answered more often than the "
+        "queue's x-delivery-limit (dead-lettered by RabbitMQ)"
+    )
+    found[H_QUEUE] = queue.decode() if isinstance(queue, bytes) else str(queue)
+    return found
+
+
+def _carried_in_headers(headers: Mapping[str, Any]) -> mosaic.Carried | None:
+    """A send's auth token and context from the AMQP headers (no Mosaic envelope carried them)."""
+    token, context = headers.get(H_AUTH_TOKEN), headers.get(H_CONTEXT)
+    if token is None and context is None:
+        return None
+    if isinstance(token, bytes):
+        token = token.decode()
+    try:
+        found = orjson.loads(context) if context else {}
+    except orjson.JSONDecodeError:
+        found = {}
+    return mosaic.Carried(token if isinstance(token, str) else None, found if isinstance(found, dict) else {})
+
+
 def _copy_properties(properties: Any, headers: Mapping[str, Any]) -> pika.BasicProperties:
-    merged = {**(properties.headers or {}), **headers}
+    # the broker's delivery count belongs to the delivery, not the copy: the copy starts afresh
+    # (its failed attempts so far are in x-rdss-attempts)
+    merged = {k: v for k, v in (properties.headers or {}).items() if k != H_DELIVERY_COUNT}
+    merged.update(headers)
     return pika.BasicProperties(
         content_type=properties.content_type,
         delivery_mode=2,

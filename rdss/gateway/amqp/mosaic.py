@@ -14,11 +14,17 @@ Mosaic                 RDSS
 ``message_id``         ``messageHeader.messageId``
 ``message_type``       ``messageHeader.messageType``
 ``message_version``    ``messageHeader.version`` (the RDSS spec version, e.g. 3.0.2)
-``timestamp``          ``messageHeader.messageTimings.publishedTimestamp``
+``timestamp``          ``messageHeader.messageTimings.publishedTimestamp``, in UTC
 ``payload``            ``messageBody``
 ``message_context``    ``{"rdss_header": <every other header field>, ...}``
 ``auth_token``         no RDSS field: :class:`Carried` alongside the message
 =====================  ==============================================================
+
+Mosaic's ``timestamp`` is UTC: the envelope carries the published time converted to UTC
+(``2024-05-01T08:00:00Z``); when that is not how the RDSS message wrote it (another zone, other
+digits), the message's own text stays in ``rdss_header.messageTimings`` so that it comes back
+as it was. A published time that is not a date-time with a zone cannot be converted: such a
+payload is no message the translator maps (:class:`TranslationError`).
 
 Both directions are lossless: ``to_rdss(to_mosaic(m)) == m`` for every RDSS message, and
 ``to_mosaic(to_rdss(e), **carried(e).as_kwargs()) == e`` for every envelope made from one
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -112,24 +119,45 @@ def to_mosaic(
             raise TranslationError(f"messageHeader.{name} is missing or not a string")
     if context is not None and CONTEXT_KEY in context:
         raise TranslationError(f"message_context.{CONTEXT_KEY} is reserved for the RDSS header")
+    published = timings["publishedTimestamp"]
+    timestamp = utc(published)
     rest: dict[str, Any] = {}
     for name, value in header.items():
         if name in _MAPPED:
             continue
-        if name == "messageTimings":
+        if name == "messageTimings" and timestamp == published:
+            # the envelope's timestamp says it exactly: no need to say it twice
             value = {k: v for k, v in value.items() if k != "publishedTimestamp"}
         rest[name] = value
     envelope: dict[str, Any] = {
         "message_id": header["messageId"],
         "message_type": header["messageType"],
         "message_version": header["version"],
-        "timestamp": timings["publishedTimestamp"],
+        "timestamp": timestamp,
     }
     if auth_token is not None:
         envelope["auth_token"] = auth_token
     envelope["message_context"] = {**(context or {}), CONTEXT_KEY: rest}
     envelope["payload"] = message["messageBody"]
     return envelope
+
+
+def utc(timestamp: str) -> str:
+    """An ISO 8601 date-time with a zone, in UTC with a ``Z`` (microseconds when there are any).
+
+    Raises:
+        TranslationError: not a date-time, or one without a zone (its UTC time is unknown).
+    """
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        raise TranslationError(f"publishedTimestamp {timestamp!r} is not an ISO 8601 date-time") from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise TranslationError(f"publishedTimestamp {timestamp!r} has no zone: its UTC time is unknown")
+    try:
+        return moment.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+    except OverflowError:  # year 1 or 9999 shifted past the calendar's end
+        raise TranslationError(f"publishedTimestamp {timestamp!r} is outside the years UTC can express") from None
 
 
 def to_rdss(envelope: Mapping[str, Any]) -> Message:
@@ -152,6 +180,7 @@ def to_rdss(envelope: Mapping[str, Any]) -> Message:
     if not isinstance(timings, Mapping):
         raise TranslationError(f"message_context.{CONTEXT_KEY}.messageTimings is missing")
     restored = dict(rest)
+    # the message's own text of the published time, when it differed from the UTC one
     restored["messageTimings"] = {"publishedTimestamp": envelope["timestamp"], **timings}
     mapped = [(name, envelope[key]) for name, key in _MAPPED.items()]
     return {"messageHeader": _merge(restored, mapped), "messageBody": envelope["payload"]}

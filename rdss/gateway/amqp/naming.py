@@ -15,6 +15,11 @@ QUEUE_CHANNELS = frozenset({"invalid", "error", "dead_letter"})
 #: AMQP headers this backend sets.
 H_KEY, H_CHANNEL, H_ENVELOPE = "rdss-key", "rdss-channel", "rdss-envelope"
 H_ATTEMPTS, H_REASON, H_QUEUE = "x-rdss-attempts", "x-rdss-dead-reason", "x-rdss-queue"
+#: A send's Mosaic auth token and context where no Mosaic envelope carries them (envelope=rdss,
+#: the invalid/error/dead_letter queues): AMQP headers, beside the message's bytes.
+H_AUTH_TOKEN, H_CONTEXT = "rdss-auth-token", "rdss-message-context"
+#: What RabbitMQ sets on a quorum queue's message each time it is returned (and redelivered).
+H_DELIVERY_COUNT = "x-delivery-count"
 
 _ENTITY = re.compile(r"[A-Z][a-z0-9]*")
 

@@ -1,5 +1,5 @@
-"""What an ``amqp://`` URL says besides where the broker is: namespace, retry tiers, redelivery
-limit, envelope, state file, prefetch and confirm timeout (see :mod:`rdss.gateway.amqp`)."""
+"""What an ``amqp://`` URL says besides where the broker is: namespace, retry tiers, queue type,
+redelivery limit, envelope, state file, prefetch and confirm timeout (see :mod:`rdss.gateway.amqp`)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,25 @@ DEFAULT_TIERS = "10s:3,30s:3"
 DEFAULT_REDELIVERIES = 5
 DEFAULT_PREFETCH = 200
 
+#: ``quorum`` (default): RabbitMQ counts deliveries itself (``x-delivery-count``) and dead-letters
+#: past ``x-delivery-limit``, one count for every consumer on every host. ``classic``: queues as
+#: they were before quorum queues, redeliveries counted in the per-host SQLite file - for
+#: deployments whose queues already exist as classic ones (a queue cannot change its type).
+QueueType = Literal["quorum", "classic"]
+
 _OWN_PARAMS = frozenset(
     # ldr= is the gateway's (rdss.gateway.backend.local_data_repository), not pika's
-    {"namespace", "retry", "redeliveries", "envelope", "state", "prefetch", "confirm_timeout", "ldr"}
+    {
+        "namespace",
+        "retry",
+        "redeliveries",
+        "queue_type",
+        "envelope",
+        "state",
+        "prefetch",
+        "confirm_timeout",
+        "ldr",
+    }
 )
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)\Z")
 #: A word of a routing key: no dots, spaces or wildcards.
@@ -74,6 +90,7 @@ class Options:
     namespace: str = ""
     tiers: tuple[Tier, ...] = field(default_factory=lambda: parse_tiers(DEFAULT_TIERS))
     redelivery_limit: int = DEFAULT_REDELIVERIES
+    queue_type: QueueType = "quorum"
     envelope: Literal["mosaic", "rdss"] = "mosaic"
     state: Path = Path("rdss-amqp.sqlite")
     prefetch: int = DEFAULT_PREFETCH
@@ -102,6 +119,9 @@ class Options:
         namespace = ours.get("namespace", "")
         if namespace and not WORD.match(namespace):
             raise URLError(f"namespace={namespace!r}: no dots, spaces, # or *")
+        queue_type = ours.get("queue_type", "quorum")
+        if queue_type not in ("quorum", "classic"):
+            raise URLError(f"queue_type={queue_type!r}: quorum or classic")
         envelope = ours.get("envelope", "mosaic")
         if envelope not in ("mosaic", "rdss"):
             raise URLError(f"envelope={envelope!r}: mosaic or rdss")
@@ -120,6 +140,7 @@ class Options:
             namespace=namespace,
             tiers=parse_tiers(ours.get("retry", DEFAULT_TIERS)),
             redelivery_limit=limit,
+            queue_type=queue_type,  # type: ignore[arg-type]
             envelope=envelope,  # type: ignore[arg-type]
             state=Path(ours["state"]).expanduser() if ours.get("state") else default_state,
             prefetch=prefetch,

@@ -1,4 +1,10 @@
-"""The redelivery counter: how often a message was handed to a consumer that never answered.
+"""The redelivery counter of classic queues: how often a message was handed to a consumer that
+never answered.
+
+Only for ``queue_type=classic``: on quorum queues (the default) RabbitMQ itself counts every
+return of a message (``x-delivery-count``) and dead-letters it past ``x-delivery-limit``, one
+count for all consumers on all hosts, and :class:`BrokerCounts` stands in for this counter. A
+per-host file cannot do that: consumers of one queue on two hosts count separately.
 
 RabbitMQ marks a message it delivers again after a consumer's channel closed without an ack
 (the consumer crashed, was killed, lost its connection) with the ``redelivered`` flag - a flag,
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -128,3 +135,47 @@ class SqliteRedeliveries:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class ForgivenReturns:
+    """The :class:`RedeliveryCounter` of quorum queues, where RabbitMQ keeps the count with the
+    message (``x-delivery-count``, the same for every consumer on every host).
+
+    RabbitMQ 3.x counts *every* return, including the messages a consumer held when it lost its
+    connection or closed a receiver: those come back through no fault of theirs. This process
+    remembers how many such returns it caused per message (:meth:`forgive`), and the consumer
+    takes them off the broker's count when the message comes back (:meth:`count`). Memory only:
+    what a process that exits while holding messages caused is counted against them (keep
+    ``redeliveries`` above how often that happens to the same message). :meth:`increment` counts
+    nothing - the broker does.
+    """
+
+    #: Messages remembered at most (the oldest forgotten first): they went to other consumers.
+    LIMIT = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._forgiven: OrderedDict[str, int] = OrderedDict()
+
+    def increment(self, keys: Sequence[str]) -> dict[str, int]:
+        return {}
+
+    def forgive(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._forgiven[key] = self._forgiven.pop(key, 0) + 1
+            while len(self._forgiven) > self.LIMIT:
+                self._forgiven.popitem(last=False)
+
+    def forget(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._forgiven.pop(key, None)
+
+    def count(self, key: str) -> int:
+        """Returns of this message that this process caused (to take off ``x-delivery-count``)."""
+        with self._lock:
+            return self._forgiven.get(key, 0)
+
+    def close(self) -> None:
+        """Nothing to release: one instance serves the whole process, beyond any one transport."""

@@ -9,20 +9,39 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
 import pika
 import pika.exceptions
 
 from rdss import schemas
 from rdss.gateway.amqp import mosaic
 from rdss.gateway.amqp.consumer import AmqpConsumer
-from rdss.gateway.amqp.naming import H_CHANNEL, H_ENVELOPE, H_KEY, QUEUE_CHANNELS, Names, exchanges_for, routing_key
+from rdss.gateway.amqp.naming import (
+    H_AUTH_TOKEN,
+    H_CHANNEL,
+    H_CONTEXT,
+    H_ENVELOPE,
+    H_KEY,
+    QUEUE_CHANNELS,
+    Names,
+    exchanges_for,
+    routing_key,
+)
 from rdss.gateway.amqp.options import WORD, Options
 from rdss.gateway.amqp.publisher import ConfirmingPublisher, Publish, Result
-from rdss.gateway.amqp.redeliveries import RedeliveryCounter, SqliteRedeliveries
+from rdss.gateway.amqp.redeliveries import ForgivenReturns, RedeliveryCounter, SqliteRedeliveries
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, TransportError
 from rdss.gateway.inline_broker import INPUT, InlineBroker
 
 _log = logging.getLogger(__name__)
+
+#: How far the broker's ``x-delivery-limit`` lies above ``redeliveries``: room for returns a
+#: consumer forgave (connections lost while holding the message) before RabbitMQ's backstop.
+RETURNS_ALLOWANCE = 20
+
+#: One per process, not per transport: a gateway reopened in the same process (a restarted
+#: receiver, a new Gateway) still knows the returns this process caused.
+FORGIVEN = ForgivenReturns()
 
 
 class AmqpTransport:
@@ -36,7 +55,10 @@ class AmqpTransport:
         self.names = Names(options.namespace)
         with self.connection() as connection:  # first: no state file for a broker never reached
             self._declare_topology(connection.channel())
-        self.counter: RedeliveryCounter = counter or SqliteRedeliveries(options.state)
+        # quorum queues count deliveries in the broker: the per-host file is for classic ones only
+        self.counter: RedeliveryCounter = counter or (
+            SqliteRedeliveries(options.state) if options.queue_type == "classic" else FORGIVEN
+        )
         self.publisher = ConfirmingPublisher(options.parameters, timeout=options.confirm_timeout)
         self.sleep: Callable[[float], None] = time.sleep
         #: What the broker function does on Kinesis: routing by content, classifying.
@@ -141,13 +163,42 @@ class AmqpTransport:
                     amqp.queue_bind(queue, self.names.name(kind), routing_key(owner, message_type))
             return [queue]
         queues = []
+        arguments = self.queue_arguments()
         for message_type in schemas.MESSAGE_TYPES:
             queue = self.names.queue(group, address, message_type)
-            amqp.queue_declare(queue, durable=True)
+            try:
+                amqp.queue_declare(queue, durable=True, arguments=arguments)
+            except pika.exceptions.ChannelClosedByBroker as error:
+                if error.reply_code != 406:  # PRECONDITION_FAILED: it exists with other arguments
+                    raise
+                raise TransportError(
+                    f"queue {queue} exists with other arguments than queue_type={self.options.queue_type}, "
+                    f"redeliveries={self.options.redelivery_limit} ({error.reply_text}): a queue cannot change "
+                    "its type or limit; give the URL the queue's own queue_type=/redeliveries=, or move over to "
+                    "new queues (docs/rabbitmq.md)"
+                ) from error
             for kind in exchanges_for(message_type):
                 amqp.queue_bind(queue, self.names.name(kind), routing_key(owner, message_type))
             queues.append(queue)
         return queues
+
+    def queue_arguments(self) -> dict[str, Any]:
+        """The arguments of a consumer group's queues: for quorum queues, RabbitMQ's own delivery
+        count. The consumer dead-letters a message returned more than ``redeliveries`` times
+        (less the returns it caused itself by losing a connection: see
+        :class:`~rdss.gateway.amqp.redeliveries.ForgivenReturns`); ``x-delivery-limit`` is the
+        broker's backstop :data:`RETURNS_ALLOWANCE` above that, for a consumer that dies before
+        it could look (dead-lettered by RabbitMQ to ``dead_letter``, at least once: the queue
+        keeps it until the dead letter is confirmed)."""
+        if self.options.queue_type == "classic":
+            return {}
+        return {
+            "x-queue-type": "quorum",
+            "x-delivery-limit": self.options.redelivery_limit + RETURNS_ALLOWANCE,
+            "x-dead-letter-exchange": self.names.dead_letter,
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",  # what at-least-once dead-lettering requires
+        }
 
     def _declare_topology(self, amqp: Any) -> None:
         """The exchanges and shared queues every client may rely on (Mosaic: every service makes
@@ -175,6 +226,10 @@ class AmqpTransport:
         address = self.address(routed.channel)
         payload = routed.payload
         envelope = "rdss"
+        # a send's Mosaic auth token and context: in the envelope, or failing that beside it
+        auth_token = message.headers.get("authToken")
+        context_text = message.headers.get("messageContext")
+        context = orjson.loads(context_text) if context_text else None
         amqp_headers: dict[str, Any] = {H_KEY: message.key, H_CHANNEL: message.channel}
         for name in ("messageClass", "sequence", "position", "total", "errorCode"):
             if headers.get(name):
@@ -191,7 +246,13 @@ class AmqpTransport:
             key = routing_key(address, message_type or "Unknown")
             if self.options.envelope == "mosaic":
                 with contextlib.suppress(mosaic.TranslationError):
-                    payload, envelope = mosaic.encode(payload, auth_token=headers.get("authToken")), "mosaic"
+                    payload = mosaic.encode(payload, auth_token=auth_token, context=context)
+                    envelope = "mosaic"
+        if envelope != "mosaic":
+            if auth_token is not None:
+                amqp_headers[H_AUTH_TOKEN] = auth_token
+            if context_text:
+                amqp_headers[H_CONTEXT] = context_text
         amqp_headers[H_ENVELOPE] = envelope
         properties = pika.BasicProperties(
             content_type="application/json",
