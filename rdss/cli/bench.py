@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from rdss.cli.checkout import tool
-from rdss.cli.common import CommandError
+from rdss.cli.common import CommandError, print_json
 
 
 def register(commands: Any) -> None:
@@ -99,15 +96,14 @@ def register(commands: Any) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     reference, validate = tool("bench.reference"), tool("bench.validate")
 
-    if args.messages < 1:
-        raise CommandError("--messages must be at least 1")
+    _at_least_one(args, "messages")
     location = None
     if not args.no_reference:
         location = args.reference_schemas or reference.default_location()
         if location is None:
             raise CommandError("published schemas not found: pass --reference-schemas DIR or --no-reference")
     figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
     print(f"  classifier (rdss.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
@@ -126,10 +122,9 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_broker(args: argparse.Namespace) -> int:
     broker = tool("bench.broker")
 
-    if args.records < 1 or args.batch < 1:
-        raise CommandError("--records and --batch must be at least 1")
+    _at_least_one(args, "records", "batch")
     figures = broker.run(args.records, batch=args.batch, stub_aws=args.stub_aws)
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     calls = _calls(figures)
     print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
@@ -141,10 +136,9 @@ def run_broker(args: argparse.Namespace) -> int:
 def run_send(args: argparse.Namespace) -> int:
     send = tool("bench.send")
 
-    if args.messages < 1 or args.shards < 1:
-        raise CommandError("--messages and --shards must be at least 1")
+    _at_least_one(args, "messages", "shards")
     figures = send.run(args.messages, shards=args.shards, realistic=args.realistic)
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     calls = _calls(figures)
     print(
@@ -170,8 +164,7 @@ def run_bridge(args: argparse.Namespace) -> int:
 
 def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
     """The RabbitMQ benchmarks: message rates, one line each."""
-    if args.messages < 1:
-        raise CommandError("--messages must be at least 1")
+    _at_least_one(args, "messages")
     try:
         figures = measure(tool("bench.amqp"))
     except RuntimeError as error:
@@ -179,10 +172,16 @@ def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
     return _print_rates(args, figures)
 
 
+def _at_least_one(args: argparse.Namespace, *names: str) -> None:
+    """The sizes a benchmark cannot run with less than one of (its counts of messages, rounds...)."""
+    if any(getattr(args, name) < 1 for name in names):
+        raise CommandError(" and ".join(f"--{name}" for name in names) + " must be at least 1")
+
+
 def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
-    """With --json, the figures as one JSON line (and True)."""
+    """With --json, the figures (``as_dict()`` of a benchmark's result) as one JSON line (and True)."""
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        print_json(figures)
     return bool(args.json)
 
 
@@ -191,7 +190,7 @@ def _calls(figures: Any) -> str:
 
 
 def _print_rates(args: argparse.Namespace, figures: Any) -> int:
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     print(f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, {figures.broker}")
     for what, rate in figures.rates.items():
@@ -209,7 +208,7 @@ def run_glue(args: argparse.Namespace) -> int:
     figures = glue.run(
         args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
     )
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     counts = figures.counts
     print(
@@ -241,11 +240,9 @@ def run_glue(args: argparse.Namespace) -> int:
 
 def run_coldstart(args: argparse.Namespace) -> int:
     coldstart = tool("bench.coldstart")
-    if args.rounds < 1:
-        raise CommandError("--rounds must be at least 1")
+    _at_least_one(args, "rounds")
     figures = coldstart.run(args.rounds)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps([f.as_dict() for f in figures]) + b"\n")
+    if _printed_as_json(args, [f.as_dict() for f in figures]):
         return 0
     print(
         f"Lambda assets (arm64, zipped) and handler cold imports (x86_64 twin, Python 3.12, median of {args.rounds}):"
