@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,38 +120,32 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    broker = tool("bench.broker")
-
     _at_least_one(args, "records", "batch")
-    figures = broker.run(args.records, batch=args.batch, stub_aws=args.stub_aws)
-    if _printed_as_json(args, figures.as_dict()):
-        return 0
-    calls = _calls(figures)
-    print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
-    print(f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)")
-    print(f"  {figures.calls_per_1000:>10.1f} AWS data-plane calls per 1,000 messages ({calls})")
-    return 0
+    return _shown(args, tool("bench.broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
+
+
+def _broker_text(figures: Any) -> Iterator[str]:
+    yield f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}"
+    yield f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)"
+    yield _aws_calls(figures, "AWS data-plane calls per 1,000 messages")
 
 
 def run_send(args: argparse.Namespace) -> int:
-    send = tool("bench.send")
-
     _at_least_one(args, "messages", "shards")
-    figures = send.run(args.messages, shards=args.shards, realistic=args.realistic)
-    if _printed_as_json(args, figures.as_dict()):
-        return 0
-    calls = _calls(figures)
-    print(
+    return _shown(args, tool("bench.send").run(args.messages, shards=args.shards, realistic=args.realistic), _send_text)
+
+
+def _send_text(figures: Any) -> Iterator[str]:
+    yield (
         f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, Gateway.send_all, "
         f"{figures.shards} shard(s), AWS: {figures.aws}"
     )
-    print(f"  {figures.messages_per_second:>10,.0f} messages/s ({figures.seconds:.2f} s)")
-    print(
+    yield f"  {figures.messages_per_second:>10,.0f} messages/s ({figures.seconds:.2f} s)"
+    yield (
         f"  {figures.put_records_per_1000:>10.1f} PutRecords calls per 1,000 messages "
         f"({figures.put_records_calls} for {figures.messages:,})"
     )
-    print(f"  {figures.calls_per_1000:>10.1f} AWS calls per 1,000 messages in all ({calls})")
-    return 0
+    yield _aws_calls(figures, "AWS calls per 1,000 messages in all")
 
 
 def run_amqp(args: argparse.Namespace) -> int:
@@ -178,6 +172,13 @@ def _at_least_one(args: argparse.Namespace, *names: str) -> None:
         raise CommandError(" and ".join(f"--{name}" for name in names) + " must be at least 1")
 
 
+def _shown(args: argparse.Namespace, figures: Any, text: Callable[[Any], Iterable[str]]) -> int:
+    """A benchmark's figures: one JSON line with --json, else ``text``'s lines; exit code 0."""
+    if not _printed_as_json(args, figures.as_dict()):
+        print("\n".join(text(figures)))
+    return 0
+
+
 def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
     """With --json, the figures (``as_dict()`` of a benchmark's result) as one JSON line (and True)."""
     if args.json:
@@ -185,8 +186,11 @@ def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
     return bool(args.json)
 
 
-def _calls(figures: Any) -> str:
-    return ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+def _aws_calls(figures: Any, what: str) -> str:
+    """The AWS calls a benchmark made per 1,000 messages, and each API's count: the cost figure
+    the broker and send benchmarks share."""
+    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    return f"  {figures.calls_per_1000:>10.1f} {what} ({calls})"
 
 
 def _print_rates(args: argparse.Namespace, figures: Any) -> int:
