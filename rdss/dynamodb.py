@@ -26,6 +26,17 @@ def conditional(call: Callable[..., dict[str, Any]], **request: Any) -> dict[str
         raise
 
 
+def equal(attribute: str, value: str, *, clause: str) -> dict[str, Any]:
+    """A request's ``clause`` (a query's ``KeyConditionExpression``, a scan's ``FilterExpression``)
+    saying that one string attribute equals ``value``. The attribute is named through
+    ExpressionAttributeNames because it may be a reserved word (``status``)."""
+    return {
+        clause: "#a = :v",
+        "ExpressionAttributeNames": {"#a": attribute},
+        "ExpressionAttributeValues": {":v": {"S": value}},
+    }
+
+
 def items(call: Callable[..., dict[str, Any]], **request: Any) -> Iterator[dict[str, Any]]:
     """Every item a ``query`` or ``scan`` finds, reading page after page."""
     while True:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from rdss.dynamodb import conditional, items
+from rdss.dynamodb import conditional, equal, items
 from rdss.repository.entries import RETENTION_SECONDS
 
 
@@ -110,10 +110,8 @@ class DynamoLeaseStore:
         found = items(
             self.client.query,
             TableName=self.table,
-            KeyConditionExpression="#k = :k",
-            ExpressionAttributeNames={"#k": "lease"},
-            ExpressionAttributeValues={":k": {"S": self.key}},
             ConsistentRead=True,
+            **equal("lease", self.key, clause="KeyConditionExpression"),
         )
         return [_lease(item) for item in found]
 

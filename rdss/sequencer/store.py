@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rdss.dynamodb import conditional, items
+from rdss.dynamodb import conditional, equal, items
 
 PENDING, COMPLETE, EXPIRED, TIMED_OUT = "PENDING", "COMPLETE", "EXPIRED", "TIMED_OUT"
 
@@ -128,9 +128,7 @@ class SequenceStore:
         found = items(
             self.dynamodb.scan,
             TableName=self.table,
-            FilterExpression="#s = :pending",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":pending": {"S": PENDING}},
+            **equal("status", PENDING, clause="FilterExpression"),
         )
         return [_progress(item) for item in found]
 
