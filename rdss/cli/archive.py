@@ -21,6 +21,7 @@ from rdss.cli.common import (
     configure_service_logging,
     report,
     stop_on_signals,
+    unreachable_is_usage,
 )
 
 
@@ -50,19 +51,18 @@ def run_archive(args: argparse.Namespace) -> int:
     the same Glue jobs. Start it before traffic: like every consumer group, its queues exist from its first start.
     """
     from rdss.archiver import Archiver, open_sink
-    from rdss.gateway import Gateway, GatewayError, TransportError, URLError
+    from rdss.gateway import Gateway
 
     configure_service_logging(args, f"rdss-archive-{args.group}")
     try:
         sink = open_sink(args.target)
-        gateway = Gateway(args.url, application=args.group)
     except ValueError as error:
         raise CommandError(str(error)) from error
-    except (URLError, TransportError, GatewayError) as error:
-        raise CommandError(str(error), USAGE) from error
+    with unreachable_is_usage():
+        gateway = Gateway(args.url, application=args.group)
     stop = stop_on_signals()
     with gateway:
-        try:
+        with unreachable_is_usage():
             archiver = Archiver(
                 gateway.transport,
                 sink,
@@ -70,8 +70,6 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        except (TransportError, GatewayError) as error:
-            raise CommandError(str(error), USAGE) from error
         print(f"archiving every message of {args.url} to {sink}", file=sys.stderr, flush=True)
         try:
             stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)

@@ -22,6 +22,7 @@ from rdss.cli.common import (
     configure_service_logging,
     report,
     stop_on_signals,
+    unreachable_is_usage,
 )
 
 
@@ -61,22 +62,20 @@ def run_bridge(args: argparse.Namespace) -> int:
     bridge kinesis://dev amqp://guest:guest@localhost/%%2F
     """
     from rdss.bridge import DEFAULT_CHANNELS, open_bridge
-    from rdss.gateway import GatewayError, TransportError, URLError
 
     configure_service_logging(args, args.group)
     channels = args.channels or list(DEFAULT_CHANNELS)
     try:
-        bridge = open_bridge(
-            args.source,
-            args.target,
-            channels,
-            group=args.group,
-            declare=args.declare,
-            lease_duration=args.lease_duration,
-            batch_size=args.batch,
-        )
-    except (URLError, TransportError, GatewayError) as error:
-        raise CommandError(str(error), USAGE) from error
+        with unreachable_is_usage():
+            bridge = open_bridge(
+                args.source,
+                args.target,
+                channels,
+                group=args.group,
+                declare=args.declare,
+                lease_duration=args.lease_duration,
+                batch_size=args.batch,
+            )
     except (ClientError, BotoCoreError) as error:
         raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
     stop = stop_on_signals()

@@ -8,7 +8,8 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,18 @@ def report(args: argparse.Namespace, figures: Mapping[str, Any], text: str) -> N
         print_json(figures)
     else:
         print(text, flush=True)
+
+
+@contextmanager
+def unreachable_is_usage() -> Iterator[None]:
+    """A service command's start: a URL naming no messaging system, or one that cannot be reached
+    or refuses the set-up, is the caller's to fix (exit 2 with the gateway's words), not a crash."""
+    from rdss.gateway import GatewayError, TransportError, URLError
+
+    try:
+        yield
+    except (URLError, TransportError, GatewayError) as error:
+        raise CommandError(str(error), USAGE) from error
 
 
 def stop_on_signals() -> threading.Event:
