@@ -93,6 +93,18 @@ def open_sink(target: str, *, s3: Any = None) -> Sink:
     return DirectorySink(Path(target))
 
 
+@dataclass(frozen=True)
+class Buffering:
+    """When the buffer becomes an object: it holds ``size`` bytes, or its first record is
+    ``seconds`` old (Firehose's size and interval buffering hints)."""
+
+    size: int
+    seconds: float
+
+    def due(self, size: int, age: float) -> bool:
+        return size >= self.size or age >= self.seconds
+
+
 @dataclass
 class ArchiverStats:
     records: int = 0
@@ -130,8 +142,7 @@ class Archiver:
         self.sink = sink
         self.prefix = prefix
         self.name = name
-        self.buffer_bytes = buffer_bytes
-        self.buffer_seconds = buffer_seconds
+        self.buffering = Buffering(buffer_bytes, buffer_seconds)
         self.batch_size = batch_size
         self.clock = clock
         self.stats = ArchiverStats()
@@ -147,7 +158,7 @@ class Archiver:
                 self._opened = self.clock()
             self._buffer.append(delivery)
             self._size += len(delivery.payload)
-        if self._buffer and (self._size >= self.buffer_bytes or self.clock() - self._opened >= self.buffer_seconds):
+        if self._buffer and self.buffering.due(self._size, self.clock() - self._opened):
             self.flush()
         return len(deliveries)
 

@@ -38,7 +38,7 @@ from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
 from rdss.logs import message_fields
 from rdss.repository.entries import SENT
-from rdss.retry import PATIENT, Backoff
+from rdss.retry import PATIENT, Backoff, Streak
 from rdss.validation import Verdict, validate
 
 _log = logging.getLogger(__name__)
@@ -103,12 +103,12 @@ class Bridge:
         self.group = group
         self.batch_size = batch_size
         self.poll_interval = poll_interval
-        self.retry = retry
+        #: Failed attempts on either side in a row: the wait grows with them, a move restarts it.
+        self.retrying = Streak(retry)
         self.owns_gateways = owns_gateways
         self.stats = BridgeStats()
         self._consumers: dict[str, Consumer] = {}
         self._first_read: float | None = None
-        self._streak = 0  # failures in a row: the backoff grows with it, and restarts on success
 
     def run(
         self,
@@ -169,7 +169,7 @@ class Bridge:
                 return moved  # stopped before the target took them: leave them unsettled
             consumer.settle(deliveries)
             consumer.commit()
-            self._streak = 0
+            self.retrying.succeeded()
             moved += len(deliveries)
             self.stats.per_channel[channel] = self.stats.per_channel.get(channel, 0) + len(deliveries)
             self.stats.busy_seconds = time.monotonic() - self._first_read
@@ -291,8 +291,7 @@ class Bridge:
 
     def _failed(self, what: str, error: BaseException, stop: threading.Event) -> None:
         self.stats.failures += 1
-        self._streak += 1
-        delay = self.retry.delay(min(self._streak, 30))
+        delay = self.retrying.failed()
         _log.warning("bridge: %s failed (%s); retrying in %.1f s", what, error, delay)
         stop.wait(delay)
 

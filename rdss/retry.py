@@ -65,6 +65,25 @@ SPEC_BACKOFF = Backoff()
 PATIENT = Backoff(max_retries=1_000_000, base=0.1, cap=30.0, jitter=True)
 
 
+@dataclass
+class Streak:
+    """Failures in a row of a long-running loop under one backoff: each failure waits longer
+    than the last, and a success starts the count again."""
+
+    backoff: Backoff = PATIENT
+    #: The streak's length from which the delay stops growing (a backoff without a cap).
+    longest: int = 30
+    failures: int = 0
+
+    def failed(self) -> float:
+        """Count a failure: the seconds to wait before the next attempt."""
+        self.failures += 1
+        return self.backoff.delay(min(self.failures, self.longest))
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
 def call_with_backoff(
     operation: Callable[[], T],
     *,

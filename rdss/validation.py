@@ -272,24 +272,19 @@ class _Classifier:
     # -- type ----------------------------------------------------------------------------------
     def _type(self, message: dict[str, Any], header: dict[str, Any], is_part: bool) -> Verdict:
         message_type, message_class = header["messageType"], header["messageClass"]
+        # Both faults are one verdict (GENERR002, "not supported"); only the wording differs.
         if type(message_type) is not str or message_type not in schemas.MESSAGE_TYPES:
             supported = ", ".join(schemas.MESSAGE_TYPES)
-            return _fail(
-                ErrorCode.GENERR002,
-                message,
-                f"messageHeader.messageType: {_quote(message_type)} is not a supported message type ({supported})",
-                is_part,
-            )
-        if schemas.body_schema(message_type, message_class) is None:
+            problem = f"messageHeader.messageType: {_quote(message_type)} is not a supported message type ({supported})"
+        elif schemas.body_schema(message_type, message_class) is None:
             classes = " or ".join(schemas.classes_for(message_type))
-            return _fail(
-                ErrorCode.GENERR002,
-                message,
+            problem = (
                 f"messageHeader.messageClass: {message_type} is not supported as {_article(message_class)} "
-                f"{message_class} ({classes} only)",
-                is_part,
+                f"{message_class} ({classes} only)"
             )
-        return self._size(message, header, is_part)
+        else:
+            return self._size(message, header, is_part)
+        return _fail(ErrorCode.GENERR002, message, problem, is_part)
 
     # -- size ----------------------------------------------------------------------------------
     def _size(self, message: dict[str, Any], header: dict[str, Any], is_part: bool) -> Verdict:

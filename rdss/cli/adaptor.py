@@ -12,15 +12,11 @@ import argparse
 import hashlib
 import logging
 import os
-import signal
-import sys
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
@@ -28,8 +24,11 @@ from rdss.cli.common import (
     USAGE,
     CommandError,
     _positive_float,
-    add_gateway_options,
+    add_command,
+    add_sender_options,
     configure_service_logging,
+    report,
+    stop_on_signals,
 )
 
 _APPLICATION = "oai-pmh-adaptor"
@@ -42,15 +41,9 @@ def register(commands: Any) -> None:
         description="Channel Adaptors publish RDSS messages for repositories that cannot embed a gateway.",
     )
     kinds = adaptor.add_subparsers(dest="adaptor", metavar="KIND", required=True)
-    oai = kinds.add_parser(
-        "oai-pmh",
-        help="harvest an OAI-PMH endpoint (Dublin Core) into a channel",
-        description="Harvest URL (an OAI-PMH base URL) incrementally and publish each new record as MetadataCreate, "
-        "each changed one as MetadataUpdate and each deleted one as MetadataDelete to CHANNEL.",
-    )
+    oai = add_command(kinds, "oai-pmh", run_oai_pmh, help="harvest an OAI-PMH endpoint (Dublin Core) into a channel")
     oai.add_argument("endpoint", metavar="URL", help="the repository's OAI-PMH base URL")
-    oai.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
-    add_gateway_options(oai, _APPLICATION)
+    add_sender_options(oai, _APPLICATION)
     oai.add_argument(
         "--state", type=Path, metavar="FILE", help="harvest position file (default: under ~/.local/state/rdss)"
     )
@@ -70,10 +63,12 @@ def register(commands: Any) -> None:
         help="retries of a request the network or server fails (default 8)",
     )
     oai.add_argument("--json", action="store_true", help="one JSON line of figures per harvest")
-    oai.set_defaults(run=run_oai_pmh)
 
 
 def run_oai_pmh(args: argparse.Namespace) -> int:
+    """Harvest URL (an OAI-PMH base URL) incrementally and publish each new record as MetadataCreate, each changed one
+    as MetadataUpdate and each deleted one as MetadataDelete to CHANNEL.
+    """
     from rdss.adaptors.oai_pmh import NETWORK_BACKOFF, HarvestError, OaiPmhAdaptor, OaiPmhClient, Profile
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
 
@@ -91,9 +86,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
         gateway = Gateway(args.url, application=args.application)
     except (URLError, TransportError) as error:
         raise CommandError(str(error), USAGE) from error
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     with gateway:
         try:
             adaptor = OaiPmhAdaptor(
@@ -124,16 +117,13 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, number: int, figures: dict[str, Any]) -> None:
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps({"harvest": number, **figures}) + b"\n")
-    else:
-        print(
-            f"harvest {number} of {args.endpoint}: {figures['pages']} page(s), {figures['records']} record(s): "
-            f"{figures['created']} created, {figures['updated']} updated, {figures['deleted']} deleted, "
-            f"{figures['unchanged']} unchanged, {figures['invalid']} invalid"
-            + ("" if figures["complete"] else " (stopped; resumes from here)")
-        )
-    sys.stdout.flush()
+    summary = (
+        f"harvest {number} of {args.endpoint}: {figures['pages']} page(s), {figures['records']} record(s): "
+        f"{figures['created']} created, {figures['updated']} updated, {figures['deleted']} deleted, "
+        f"{figures['unchanged']} unchanged, {figures['invalid']} invalid"
+        + ("" if figures["complete"] else " (stopped; resumes from here)")
+    )
+    report(args, {"harvest": number, **figures}, summary)
 
 
 def _default_state(endpoint: str, set_spec: str | None) -> Path:

@@ -7,33 +7,30 @@ or the target unreachable at start.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from typing import Any
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
     USAGE,
     CommandError,
     _positive_float,
-    _positive_int,
-    add_logging_options,
+    add_command,
+    add_service_options,
     configure_service_logging,
+    report,
+    stop_on_signals,
+    unreachable_is_usage,
 )
 
 
 def register(commands: Any) -> None:
-    archive = commands.add_parser(
+    archive = add_command(
+        commands,
         "archive",
+        run_archive,
         help="archive every message of a RabbitMQ (or memory) messaging system, as Firehose does",
-        description="Read every message dispatched at URL (the input channel: on RabbitMQ a Wire Tap queue of "
-        "each messageType, bound to both exchanges, under the consumer group GROUP) and write gzip objects of "
-        "newline-terminated records under audit/year=/month=/day=/hour=/ to a directory or an S3 bucket: the "
-        "layout Firehose writes for Kinesis, read by the same Glue jobs. Start it before traffic: like every "
-        "consumer group, its queues exist from its first start.",
     )
     archive.add_argument("url", metavar="URL", help="the messaging system, e.g. amqp://user:password@host/%%2F")
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]")
@@ -44,30 +41,28 @@ def register(commands: Any) -> None:
     archive.add_argument(
         "--buffer-mb", type=_positive_float, default=5.0, metavar="N", help="or when N MiB are buffered (5)"
     )
-    archive.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a message")
-    archive.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
-    archive.add_argument("--json", action="store_true", help="print the final figures as JSON")
-    add_logging_options(archive)
-    archive.set_defaults(run=run_archive)
+    add_service_options(archive, idle="without a message")
 
 
 def run_archive(args: argparse.Namespace) -> int:
+    """Read every message dispatched at URL (the input channel: on RabbitMQ a Wire Tap queue of each messageType, bound
+    to both exchanges, under the consumer group GROUP) and write gzip objects of newline-terminated records under
+    audit/year=/month=/day=/hour=/ to a directory or an S3 bucket: the layout Firehose writes for Kinesis, read by
+    the same Glue jobs. Start it before traffic: like every consumer group, its queues exist from its first start.
+    """
     from rdss.archiver import Archiver, open_sink
-    from rdss.gateway import Gateway, GatewayError, TransportError, URLError
+    from rdss.gateway import Gateway
 
     configure_service_logging(args, f"rdss-archive-{args.group}")
     try:
         sink = open_sink(args.target)
-        gateway = Gateway(args.url, application=args.group)
     except ValueError as error:
         raise CommandError(str(error)) from error
-    except (URLError, TransportError, GatewayError) as error:
-        raise CommandError(str(error), USAGE) from error
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    with unreachable_is_usage():
+        gateway = Gateway(args.url, application=args.group)
+    stop = stop_on_signals()
     with gateway:
-        try:
+        with unreachable_is_usage():
             archiver = Archiver(
                 gateway.transport,
                 sink,
@@ -75,15 +70,10 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        except (TransportError, GatewayError) as error:
-            raise CommandError(str(error), USAGE) from error
         print(f"archiving every message of {args.url} to {sink}", file=sys.stderr, flush=True)
         try:
             stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
         except (ClientError, BotoCoreError, OSError) as error:
             raise CommandError(f"cannot write to {sink}: {error}", USAGE) from error
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(stats.as_dict()) + b"\n")
-    else:
-        print(f"archived {stats.records} record(s) in {stats.objects} object(s)")
+    report(args, stats.as_dict(), f"archived {stats.records} record(s) in {stats.objects} object(s)")
     return 0

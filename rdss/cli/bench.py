@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from rdss.cli.checkout import tool
-from rdss.cli.common import CommandError
+from rdss.cli.common import CommandError, print_json
 
 
 def register(commands: Any) -> None:
@@ -99,15 +96,14 @@ def register(commands: Any) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     reference, validate = tool("bench.reference"), tool("bench.validate")
 
-    if args.messages < 1:
-        raise CommandError("--messages must be at least 1")
+    _at_least_one(args, "messages")
     location = None
     if not args.no_reference:
         location = args.reference_schemas or reference.default_location()
         if location is None:
             raise CommandError("published schemas not found: pass --reference-schemas DIR or --no-reference")
     figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
     print(f"  classifier (rdss.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
@@ -124,40 +120,32 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    broker = tool("bench.broker")
+    _at_least_one(args, "records", "batch")
+    return _shown(args, tool("bench.broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
 
-    if args.records < 1 or args.batch < 1:
-        raise CommandError("--records and --batch must be at least 1")
-    figures = broker.run(args.records, batch=args.batch, stub_aws=args.stub_aws)
-    if _printed_as_json(args, figures):
-        return 0
-    calls = _calls(figures)
-    print(f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}")
-    print(f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)")
-    print(f"  {figures.calls_per_1000:>10.1f} AWS data-plane calls per 1,000 messages ({calls})")
-    return 0
+
+def _broker_text(figures: Any) -> Iterator[str]:
+    yield f"{figures.records:,} records in events of {figures.batch:,}, AWS: {figures.aws}"
+    yield f"  {figures.records_per_second:>10,.0f} records/s ({figures.seconds:.2f} s)"
+    yield _aws_calls(figures, "AWS data-plane calls per 1,000 messages")
 
 
 def run_send(args: argparse.Namespace) -> int:
-    send = tool("bench.send")
+    _at_least_one(args, "messages", "shards")
+    return _shown(args, tool("bench.send").run(args.messages, shards=args.shards, realistic=args.realistic), _send_text)
 
-    if args.messages < 1 or args.shards < 1:
-        raise CommandError("--messages and --shards must be at least 1")
-    figures = send.run(args.messages, shards=args.shards, realistic=args.realistic)
-    if _printed_as_json(args, figures):
-        return 0
-    calls = _calls(figures)
-    print(
+
+def _send_text(figures: Any) -> Iterator[str]:
+    yield (
         f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, Gateway.send_all, "
         f"{figures.shards} shard(s), AWS: {figures.aws}"
     )
-    print(f"  {figures.messages_per_second:>10,.0f} messages/s ({figures.seconds:.2f} s)")
-    print(
+    yield f"  {figures.messages_per_second:>10,.0f} messages/s ({figures.seconds:.2f} s)"
+    yield (
         f"  {figures.put_records_per_1000:>10.1f} PutRecords calls per 1,000 messages "
         f"({figures.put_records_calls} for {figures.messages:,})"
     )
-    print(f"  {figures.calls_per_1000:>10.1f} AWS calls per 1,000 messages in all ({calls})")
-    return 0
+    yield _aws_calls(figures, "AWS calls per 1,000 messages in all")
 
 
 def run_amqp(args: argparse.Namespace) -> int:
@@ -170,8 +158,7 @@ def run_bridge(args: argparse.Namespace) -> int:
 
 def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
     """The RabbitMQ benchmarks: message rates, one line each."""
-    if args.messages < 1:
-        raise CommandError("--messages must be at least 1")
+    _at_least_one(args, "messages")
     try:
         figures = measure(tool("bench.amqp"))
     except RuntimeError as error:
@@ -179,19 +166,35 @@ def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
     return _print_rates(args, figures)
 
 
+def _at_least_one(args: argparse.Namespace, *names: str) -> None:
+    """The sizes a benchmark cannot run with less than one of (its counts of messages, rounds...)."""
+    if any(getattr(args, name) < 1 for name in names):
+        raise CommandError(" and ".join(f"--{name}" for name in names) + " must be at least 1")
+
+
+def _shown(args: argparse.Namespace, figures: Any, text: Callable[[Any], Iterable[str]]) -> int:
+    """A benchmark's figures: one JSON line with --json, else ``text``'s lines; exit code 0."""
+    if not _printed_as_json(args, figures.as_dict()):
+        print("\n".join(text(figures)))
+    return 0
+
+
 def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
-    """With --json, the figures as one JSON line (and True)."""
+    """With --json, the figures (``as_dict()`` of a benchmark's result) as one JSON line (and True)."""
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(figures.as_dict()) + b"\n")
+        print_json(figures)
     return bool(args.json)
 
 
-def _calls(figures: Any) -> str:
-    return ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+def _aws_calls(figures: Any, what: str) -> str:
+    """The AWS calls a benchmark made per 1,000 messages, and each API's count: the cost figure
+    the broker and send benchmarks share."""
+    calls = ", ".join(f"{name} {count}" for name, count in figures.calls.items())
+    return f"  {figures.calls_per_1000:>10.1f} {what} ({calls})"
 
 
 def _print_rates(args: argparse.Namespace, figures: Any) -> int:
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     print(f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, {figures.broker}")
     for what, rate in figures.rates.items():
@@ -209,7 +212,7 @@ def run_glue(args: argparse.Namespace) -> int:
     figures = glue.run(
         args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
     )
-    if _printed_as_json(args, figures):
+    if _printed_as_json(args, figures.as_dict()):
         return 0
     counts = figures.counts
     print(
@@ -241,11 +244,9 @@ def run_glue(args: argparse.Namespace) -> int:
 
 def run_coldstart(args: argparse.Namespace) -> int:
     coldstart = tool("bench.coldstart")
-    if args.rounds < 1:
-        raise CommandError("--rounds must be at least 1")
+    _at_least_one(args, "rounds")
     figures = coldstart.run(args.rounds)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps([f.as_dict() for f in figures]) + b"\n")
+    if _printed_as_json(args, [f.as_dict() for f in figures]):
         return 0
     print(
         f"Lambda assets (arm64, zipped) and handler cold imports (x86_64 twin, Python 3.12, median of {args.rounds}):"

@@ -7,12 +7,9 @@ messaging system unreachable at start. Once running, a side that drops is retrie
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from typing import Any
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
@@ -20,19 +17,17 @@ from rdss.cli.common import (
     CommandError,
     _positive_float,
     _positive_int,
-    add_logging_options,
+    add_command,
+    add_service_options,
     configure_service_logging,
+    report,
+    stop_on_signals,
+    unreachable_is_usage,
 )
 
 
 def register(commands: Any) -> None:
-    bridge = commands.add_parser(
-        "bridge",
-        help="move messages between Kinesis and RabbitMQ (or memory)",
-        description="Read CHANNELs from SOURCE_URL as a consumer group and send every message to the same channel "
-        "at TARGET_URL: at least once, messages the bridge already sent are dropped, a side that drops its "
-        "connection is retried. E.g. rdss bridge kinesis://dev amqp://guest:guest@localhost/%%2F",
-    )
+    bridge = add_command(commands, "bridge", run_bridge, help="move messages between Kinesis and RabbitMQ (or memory)")
     bridge.add_argument("source", metavar="SOURCE_URL")
     bridge.add_argument("target", metavar="TARGET_URL")
     bridge.add_argument(
@@ -51,8 +46,6 @@ def register(commands: Any) -> None:
         help="create this consumer group's queues on a RabbitMQ target first (repeatable)",
     )
     bridge.add_argument("--batch", type=_positive_int, default=500, metavar="N", help="records per read (default 500)")
-    bridge.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds with nothing to move")
-    bridge.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
     bridge.add_argument(
         "--lease-duration",
         type=_positive_float,
@@ -60,41 +53,37 @@ def register(commands: Any) -> None:
         metavar="S",
         help="Kinesis source: seconds before a restarted bridge takes over a dead one's shards (default 10)",
     )
-    bridge.add_argument("--json", action="store_true", help="print the final figures as JSON")
-    add_logging_options(bridge)
-    bridge.set_defaults(run=run_bridge)
+    add_service_options(bridge, idle="with nothing to move")
 
 
 def run_bridge(args: argparse.Namespace) -> int:
+    """Read CHANNELs from SOURCE_URL as a consumer group and send every message to the same channel at TARGET_URL: at
+    least once, messages the bridge already sent are dropped, a side that drops its connection is retried. E.g. rdss
+    bridge kinesis://dev amqp://guest:guest@localhost/%%2F
+    """
     from rdss.bridge import DEFAULT_CHANNELS, open_bridge
-    from rdss.gateway import GatewayError, TransportError, URLError
 
     configure_service_logging(args, args.group)
     channels = args.channels or list(DEFAULT_CHANNELS)
     try:
-        bridge = open_bridge(
-            args.source,
-            args.target,
-            channels,
-            group=args.group,
-            declare=args.declare,
-            lease_duration=args.lease_duration,
-            batch_size=args.batch,
-        )
-    except (URLError, TransportError, GatewayError) as error:
-        raise CommandError(str(error), USAGE) from error
+        with unreachable_is_usage():
+            bridge = open_bridge(
+                args.source,
+                args.target,
+                channels,
+                group=args.group,
+                declare=args.declare,
+                lease_duration=args.lease_duration,
+                batch_size=args.batch,
+            )
     except (ClientError, BotoCoreError) as error:
         raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     print(f"bridging {', '.join(channels)}: {args.source} -> {args.target}", file=sys.stderr, flush=True)
     stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(stats.as_dict()) + b"\n")
-    else:
-        print(
-            f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "
-            f"moved to invalid/error {stats.rejected}, failures retried {stats.failures}"
-        )
+    summary = (
+        f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "
+        f"moved to invalid/error {stats.rejected}, failures retried {stats.failures}"
+    )
+    report(args, stats.as_dict(), summary)
     return 0

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from rdss.gateway.url import DEFAULT_URL
 from rdss.logs import FORMATS, LogSettings, configure, parse_level
@@ -38,6 +46,75 @@ def describe_os_error(error: OSError) -> str:
     """``cannot read x: No such file or directory`` without a traceback."""
     target = error.filename if error.filename is not None else "input"
     return f"cannot read {target}: {error.strerror or error}"
+
+
+def add_command(
+    commands: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    help: str,  # noqa: A002 - argparse's own keyword, so a command reads like add_parser
+) -> argparse.ArgumentParser:
+    """A sub-command: ``help`` is its line in the parent's help; ``run``'s docstring, as the
+    one place that says what the command does, heads its own help (argparse folds its white
+    space); ``rdss.cli.main`` calls ``run`` with the parsed arguments and exits with what it returns."""
+    description = inspect.getdoc(run)
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def print_json(value: Any, *, indent: bool = False) -> None:
+    """``value`` as JSON on standard output: one line, or indented for a person to read.
+
+    Flushed at once: a service command prints figures while it runs, read by a pipe.
+    """
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0) + b"\n")
+    sys.stdout.flush()
+
+
+def report(args: argparse.Namespace, figures: Mapping[str, Any], text: str) -> None:
+    """A command's figures: one JSON line with ``--json``, else ``text``."""
+    if args.json:
+        print_json(figures)
+    else:
+        print(text, flush=True)
+
+
+@contextmanager
+def unreachable_is_usage() -> Iterator[None]:
+    """A service command's start: a URL naming no messaging system, or one that cannot be reached
+    or refuses the set-up, is the caller's to fix (exit 2 with the gateway's words), not a crash."""
+    from rdss.gateway import GatewayError, TransportError, URLError
+
+    try:
+        yield
+    except (URLError, TransportError, GatewayError) as error:
+        raise CommandError(str(error), USAGE) from error
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set: a service command finishes its batch and stops cleanly
+    (its final figures printed) instead of dying mid-write."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def add_service_options(parser: argparse.ArgumentParser, *, idle: str) -> None:
+    """``--idle``, ``--count`` and ``--json`` of a service command that runs until stopped, then
+    prints its figures; ``idle`` says what it waits for (``without a message``)."""
+    parser.add_argument("--idle", type=_positive_float, metavar="S", help=f"stop after S seconds {idle}")
+    parser.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
+    parser.add_argument("--json", action="store_true", help="print the final figures as JSON")
+    add_logging_options(parser)
+
+
+def add_sender_options(parser: argparse.ArgumentParser, application: str) -> None:
+    """``--to CHANNEL`` and the gateway's options: a command that publishes through a gateway."""
+    parser.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
+    add_gateway_options(parser, application)
 
 
 def add_gateway_options(parser: argparse.ArgumentParser, application: str) -> None:

@@ -24,9 +24,12 @@ from rdss.cli.common import (
     CommandError,
     _positive_float,
     _positive_int,
+    add_command,
     add_gateway_options,
+    add_sender_options,
     configure_service_logging,
     describe_os_error,
+    print_json,
     read_input,
 )
 from rdss.gateway import (
@@ -48,14 +51,9 @@ _log = logging.getLogger("rdss.cli")
 
 
 def register(commands: Any) -> None:
-    send = commands.add_parser(
-        "send",
-        help="send messages through the gateway",
-        description="Validate each FILE (- for standard input) and send it to CHANNEL; a message over the limit "
-        "goes as a sequence. If any FILE is invalid nothing is sent (exit 1).",
-    )
+    send = add_command(commands, "send", run_send, help="send messages through the gateway")
     send.add_argument("files", nargs="+", metavar="FILE")
-    send.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
+    add_sender_options(send, _APPLICATION)
     send.add_argument(
         "--auth-token-file",
         metavar="FILE",
@@ -68,39 +66,27 @@ def register(commands: Any) -> None:
         metavar="JSON",
         help="Mosaic's message_context, a JSON object sent beside every message like the auth token",
     )
-    add_gateway_options(send, _APPLICATION)
-    send.set_defaults(run=run_send)
 
-    tail = commands.add_parser(
-        "tail",
-        help="print the messages arriving on a channel",
-        description="Print each record of CHANNEL as one JSON line as it arrives, every shard, parents before "
-        "children. Reads without a consumer group: nothing is checkpointed or taken from other consumers.",
-    )
+    tail = add_command(commands, "tail", run_tail, help="print the messages arriving on a channel")
     tail.add_argument("channel", metavar="CHANNEL")
     tail.add_argument("--from-start", action="store_true", help="begin with the oldest record kept")
     tail.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
     tail.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a record")
     tail.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(tail, _APPLICATION)
-    tail.set_defaults(run=run_tail)
 
-    ask = commands.add_parser(
-        "request",
-        help="send a request and print its reply",
-        description="Send the request in FILE (a MetadataRead or VocabularyRead Command) with a returnAddress and "
-        "print the reply whose correlationId is its messageId. Exit 1 if none arrives within the timeout, or "
-        "if the reply is a failure reply (its errorCode is printed).",
-    )
+    ask = add_command(commands, "request", run_request, help="send a request and print its reply")
     ask.add_argument("file", metavar="FILE")
     ask.add_argument("--timeout", type=_positive_float, required=True, metavar="S")
     ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
     ask.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(ask, _APPLICATION)
-    ask.set_defaults(run=run_request)
 
 
 def run_send(args: argparse.Namespace) -> int:
+    """Validate each FILE (- for standard input) and send it to CHANNEL; a message over the limit goes as a sequence.
+    If any FILE is invalid nothing is sent (exit 1).
+    """
     configure_service_logging(args, args.application)
     payloads = [_read(name) for name in args.files]
     token = _read(args.auth_token_file).decode("utf-8", "replace").strip() if args.auth_token_file else None
@@ -125,6 +111,9 @@ def run_send(args: argparse.Namespace) -> int:
 
 
 def run_tail(args: argparse.Namespace) -> int:
+    """Print each record of CHANNEL as one JSON line as it arrives, every shard, parents before children. Reads without
+    a consumer group: nothing is checkpointed or taken from other consumers.
+    """
     configure_service_logging(args, args.application)
     start: StartPosition = "earliest" if args.from_start else "latest"
     seen = 0
@@ -151,6 +140,10 @@ def run_tail(args: argparse.Namespace) -> int:
 
 
 def run_request(args: argparse.Namespace) -> int:
+    """Send the request in FILE (a MetadataRead or VocabularyRead Command) with a returnAddress and print the reply
+    whose correlationId is its messageId. Exit 1 if none arrives within the timeout, or if the reply is a failure
+    reply (its errorCode is printed).
+    """
     configure_service_logging(args, args.application)
     payload = _read(args.file)
     with _gateway(args, reply_poll_interval=args.interval) as gateway:
@@ -159,12 +152,11 @@ def run_request(args: argparse.Namespace) -> int:
         except MessageRefused as refused:
             raise CommandError(f"{args.file}: {refused}", INVALID) from refused
         except RequestFailed as failed:  # the reply itself on stdout, the code on stderr
-            sys.stdout.buffer.write(orjson.dumps(failed.reply, option=orjson.OPT_INDENT_2) + b"\n")
-            sys.stdout.flush()
+            print_json(failed.reply, indent=True)
             raise CommandError(f"the request failed: {failed}", INVALID) from failed
         except (RequestTimeout, SendFailed) as error:
             raise CommandError(str(error), INVALID) from error
-    sys.stdout.buffer.write(orjson.dumps(reply, option=orjson.OPT_INDENT_2) + b"\n")
+    print_json(reply, indent=True)
     return 0
 
 

@@ -8,20 +8,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, CommandError
+from rdss.cli.common import INVALID, CommandError, add_command
 from rdss.topology import RDSS, Deployment
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
-        "redrive",
-        help="put the batches Lambda parked in the on-failure queues back on their channel",
-        description=(
-            "Reads each processor's SQS on-failure queue, fetches the records each pointer names from "
-            "its stream (or, past the stream's retention, the audit archive), puts them back on their "
-            "channel and deletes the pointer once they are accepted. Repeating it is harmless: the "
-            "broker de-duplicates. Exit 1 when anything could not be recovered."
-        ),
+    parser = add_command(
+        commands, "redrive", run, help="put the batches Lambda parked in the on-failure queues back on their channel"
     )
     parser.add_argument(
         "--env", default=os.environ.get("RDSS_ENV"), required="RDSS_ENV" not in os.environ, help="the deployment"
@@ -36,10 +29,13 @@ def register(commands: Any) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
     parser.add_argument("--endpoint", help="AWS endpoint URL (default: $AWS_ENDPOINT_URL, else AWS itself)")
     parser.add_argument("--region", help="AWS region (default: boto3's)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Reads each processor's SQS on-failure queue, fetches the records each pointer names from its stream (or, past
+    the stream's retention, the audit archive), puts them back on their channel and deletes the pointer once they
+    are accepted. Repeating it is harmless: the broker de-duplicates. Exit 1 when anything could not be recovered.
+    """
     from rdss.aws import client
     from rdss.redrive import Redriver
 

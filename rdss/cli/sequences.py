@@ -10,17 +10,13 @@ from typing import Any
 import orjson
 
 from rdss import MAX_MESSAGE_BYTES
-from rdss.cli.common import INVALID, CommandError, describe_os_error, read_input
+from rdss.cli.common import INVALID, CommandError, add_command, describe_os_error, print_json, read_input
 from rdss.sequences import SequenceError, join, split
 from rdss.validation import validate
 
 
 def register(commands: Any) -> None:
-    cut = commands.add_parser(
-        "split",
-        help="split a message into a sequence of parts",
-        description="Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json.",
-    )
+    cut = add_command(commands, "split", run_split, help="split a message into a sequence of parts")
     cut.add_argument("file", metavar="FILE")
     cut.add_argument("--out", required=True, metavar="DIR", type=Path)
     cut.add_argument(
@@ -30,16 +26,13 @@ def register(commands: Any) -> None:
         metavar="N",
         help=f"bytes per part (default {MAX_MESSAGE_BYTES:,})",
     )
-    cut.set_defaults(run=run_split)
 
-    glue = commands.add_parser(
-        "join", help="join the parts of a sequence", description="Join PARTs (any order) and print the whole message."
-    )
+    glue = add_command(commands, "join", run_join, help="join the parts of a sequence")
     glue.add_argument("parts", nargs="+", metavar="PART")
-    glue.set_defaults(run=run_join)
 
 
 def run_split(args: argparse.Namespace) -> int:
+    """Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json."""
     payload = _read(args.file)
     verdict = validate(payload, check_expiry=False, size_limit=None)
     if not verdict.valid or verdict.message is None:
@@ -73,6 +66,7 @@ def run_split(args: argparse.Namespace) -> int:
 
 
 def run_join(args: argparse.Namespace) -> int:
+    """Join PARTs (any order) and print the whole message."""
     parts = []
     for name in args.parts:
         payload = _read(name)
@@ -84,7 +78,7 @@ def run_join(args: argparse.Namespace) -> int:
         whole = join(parts)
     except SequenceError as error:
         raise CommandError(str(error), INVALID) from error
-    sys.stdout.buffer.write(orjson.dumps(whole) + b"\n")
+    print_json(whole)
     return 0
 
 

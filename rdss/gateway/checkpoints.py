@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
+from rdss.dynamodb import conditional, equal, items
 from rdss.repository.entries import RETENTION_SECONDS
 
 
@@ -108,21 +107,13 @@ class DynamoLeaseStore:
         self.clock = clock
 
     def leases(self) -> list[Lease]:
-        found: list[Lease] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "#k = :k",
-            "ExpressionAttributeNames": {"#k": "lease"},
-            "ExpressionAttributeValues": {":k": {"S": self.key}},
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self.client.query(**kwargs)
-            found.extend(_lease(item) for item in response.get("Items", []))
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return found
-            kwargs["ExclusiveStartKey"] = last
+        found = items(
+            self.client.query,
+            TableName=self.table,
+            ConsistentRead=True,
+            **equal("lease", self.key, clause="KeyConditionExpression"),
+        )
+        return [_lease(item) for item in found]
 
     def create(self, lease: Lease) -> bool:
         item: dict[str, Any] = {
@@ -240,12 +231,9 @@ class DynamoLeaseStore:
         return self._write(**kwargs)
 
     def _write(self, *, put: bool = False, **kwargs: Any) -> dict[str, Any] | None:
-        try:
-            response = self.client.put_item(**kwargs) if put else self.client.update_item(**kwargs)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return None
-            raise
+        response = conditional(self.client.put_item if put else self.client.update_item, **kwargs)
+        if response is None:
+            return None
         attributes: dict[str, Any] = response.get("Attributes") or {}
         return attributes
 

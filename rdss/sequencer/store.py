@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from rdss.dynamodb import conditional, equal, items
 
 PENDING, COMPLETE, EXPIRED, TIMED_OUT = "PENDING", "COMPLETE", "EXPIRED", "TIMED_OUT"
 
@@ -78,20 +78,11 @@ class SequenceStore:
         if message_expires_at is not None:
             update += ", messageExpiresAt = :m"
             values[":m"] = {"N": str(message_expires_at)}
-        try:
-            response = self.dynamodb.update_item(
-                TableName=self.table,
-                Key={"sequence": {"S": sequence}},
-                UpdateExpression=update,
-                ConditionExpression="attribute_not_exists(#s) OR #s = :pending",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return self.get(sequence)
-            raise
+        response = self._update(
+            sequence, update, "attribute_not_exists(#s) OR #s = :pending", names, values, ReturnValues="ALL_NEW"
+        )
+        if response is None:  # finished already: its progress as it finished
+            return self.get(sequence)
         return _progress(response["Attributes"])
 
     def get(self, sequence: str) -> Progress | None:
@@ -100,20 +91,14 @@ class SequenceStore:
 
     def note_late_part(self, sequence: str, position: int) -> bool:
         """Record a part of an already finished sequence; False when it was recorded before."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table,
-                Key={"sequence": {"S": sequence}},
-                UpdateExpression="ADD #p :p",
-                ConditionExpression="attribute_exists(#s) AND NOT contains(#p, :position)",
-                ExpressionAttributeNames={"#p": "positions", "#s": "status"},
-                ExpressionAttributeValues={":p": {"NS": [str(position)]}, ":position": {"N": str(position)}},
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        recorded = self._update(
+            sequence,
+            "ADD #p :p",
+            "attribute_exists(#s) AND NOT contains(#p, :position)",
+            {"#p": "positions", "#s": "status"},
+            {":p": {"NS": [str(position)]}, ":position": {"N": str(position)}},
+        )
+        return recorded is not None
 
     def stage(self, sequence: str, position: int, payload: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self.part_key(sequence, position), Body=payload)
@@ -126,23 +111,12 @@ class SequenceStore:
 
     def finish(self, sequence: str, status: str, positions: frozenset[int] | set[int]) -> bool:
         """Mark a pending sequence finished and drop its staged parts; False if it was not pending."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table,
-                Key={"sequence": {"S": sequence}},
-                UpdateExpression="SET #s = :done, finishedAt = :now",
-                ConditionExpression="#s = :pending",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":done": {"S": status},
-                    ":pending": {"S": PENDING},
-                    ":now": {"N": str(self.clock())},
-                },
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
+        values = {":done": {"S": status}, ":pending": {"S": PENDING}, ":now": {"N": str(self.clock())}}
+        finished = self._update(
+            sequence, "SET #s = :done, finishedAt = :now", "#s = :pending", {"#s": "status"}, values
+        )
+        if finished is None:
+            return False
         if positions:
             objects = [{"Key": self.part_key(sequence, p)} for p in sorted(positions)]
             for start in range(0, len(objects), 1000):
@@ -151,19 +125,27 @@ class SequenceStore:
 
     def pending(self) -> list[Progress]:
         """Every sequence still waiting for parts."""
-        found: list[Progress] = []
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "FilterExpression": "#s = :pending",
-            "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {":pending": {"S": PENDING}},
-        }
-        while True:
-            response = self.dynamodb.scan(**request)
-            found.extend(_progress(item) for item in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        found = items(
+            self.dynamodb.scan,
+            TableName=self.table,
+            **equal("status", PENDING, clause="FilterExpression"),
+        )
+        return [_progress(item) for item in found]
+
+    def _update(
+        self, sequence: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any], **extra: Any
+    ) -> dict[str, Any] | None:
+        """Update the sequence's row if ``condition`` holds: the response, or None when it did not."""
+        return conditional(
+            self.dynamodb.update_item,
+            TableName=self.table,
+            Key={"sequence": {"S": sequence}},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            **extra,
+        )
 
 
 def _progress(item: dict[str, Any]) -> Progress:
