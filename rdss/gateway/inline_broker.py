@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from rdss.gateway.backend import Outgoing
 from rdss.rejection import Rejection, Rejector
 from rdss.topology import RDSS, Topology
-from rdss.validation import validate
+from rdss.validation import carried_error, validate
 
 #: Where producers publish; the broker function routes what arrives there.
 INPUT = "input"
@@ -32,7 +32,8 @@ class InlineBroker:
     def route(self, message: Outgoing) -> Outgoing:
         """The message as it travels on: one sent to ``input`` goes to the channel the topology's
         content-based routes name for it (MetadataCreate -> metadata, a Document answering a
-        Read -> responses), an invalid one decorated to ``invalid`` or ``error``; a message
+        Read -> responses), an invalid one decorated to ``invalid`` or ``error``, one decorated
+        already (:func:`rdss.validation.carried_error`) as it is to its code's channel; a message
         sent to any other channel goes there as it is.
 
         The gateway's sender classified what it sends and says its messageType and messageClass
@@ -40,6 +41,13 @@ class InlineBroker:
         """
         if message.channel != INPUT:
             return message
+        # A record decorated already (a consumer's move put on input, as on Kinesis) goes on
+        # unchanged to its code's channel, as the broker sends it; the substring test spares
+        # every other message a parse.
+        if b'"errorCode"' in message.payload:
+            carried = carried_error(validate(message.payload, check_expiry=False, size_limit=None))
+            if carried is not None:
+                return Outgoing(carried.channel.value, message.payload, message.key, {"errorCode": str(carried)})
         message_type, message_class = message.headers.get("messageType"), message.headers.get("messageClass")
         headers: Mapping[str, str] = message.headers
         if not message_type or not message_class:

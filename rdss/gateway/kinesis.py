@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.config import Config
@@ -25,6 +25,8 @@ from rdss.aws import CLIENT_CONFIG, assumed_session
 from rdss.aws import client as aws_client
 from rdss.gateway.backend import (
     Backend,
+    Outcome,
+    Outgoing,
     Settings,
     TransportError,
     local_data_repository,
@@ -47,6 +49,9 @@ _log = logging.getLogger(__name__)
 #: the gateway builds every request itself, and validating a 100-item TransactWriteItems or a
 #: 500-record PutRecords in Python cost a quarter of a batch send's time.
 GATEWAY_CLIENT_CONFIG = CLIENT_CONFIG.merge(Config(parameter_validation=False))
+
+#: The channels a receiver moves records to; on Kinesis those moves travel through ``input``.
+_MOVED_TO = frozenset({"invalid", "error"})
 
 #: GetRecords refusals that mean "not now" (5 reads/s/shard): an empty read, retried next poll.
 _READ_THROTTLED = frozenset(
@@ -188,6 +193,19 @@ class KinesisTransport(LogTransport):
         self.kinesis = kinesis
         self.dynamodb = dynamodb
 
+    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
+        """Publish; a consumer's move to ``invalid`` or ``error`` (a decorated record, its code in
+        the headers) is put on ``input`` instead. A vendor's role may write no other channel, and
+        what enters through ``input`` is archived (the Audit Log); the broker recognises the
+        decoration and sends the record on, unchanged, to its code's channel
+        (:func:`rdss.validation.carried_error`)."""
+        return super().publish([self._entry(m) for m in messages])
+
+    def _entry(self, message: Outgoing) -> Outgoing:
+        if message.channel in _MOVED_TO and "errorCode" in message.headers:
+            return Outgoing(self.entry_channel, message.payload, message.key, message.headers)
+        return message
+
     def address(self, channel: str) -> str:
         override = self.settings.channels.get(channel)
         if override is not None:
@@ -229,8 +247,12 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
     )
     kinesis = settings.clients.get("kinesis") or aws_client("kinesis", session, **kwargs)
     dynamodb = settings.clients.get("dynamodb") or aws_client("dynamodb", session, **kwargs)
+    # The repository's table is the application's own (in a vendor's account): reached with the
+    # gateway's own credentials, never the deployment's role, which may touch no table but its
+    # group's checkpoints.
+    own_dynamodb = (lambda: aws_client("dynamodb", **kwargs)) if role else (lambda: dynamodb)
     repository = local_data_repository(
-        url, settings, lambda: _default_repository(deployment, settings), dynamodb=lambda: dynamodb
+        url, settings, lambda: _default_repository(deployment, settings), dynamodb=own_dynamodb
     )
     # a record too large to travel decorated is kept on this host: a vendor's gateway has no
     # bucket of the deployment's to keep it in
