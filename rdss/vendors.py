@@ -4,8 +4,11 @@ IAM by the CDK app (``stacks/vendors.py``) and by the local runtime (``rdss.loca
 A vendor is a repository or preservation system outside the deployment's account that runs the
 Message Gateway. It assumes its own role (with an external ID) and may:
 
-* put records on the ``input`` channel if it produces - never on a routed, sequence, invalid or
-  error channel: everything a producer sends passes the broker;
+* put records on the ``input`` channel if it produces or consumes - never on a routed, sequence,
+  invalid or error channel: everything a producer sends passes the broker, and so does what a
+  consumer moves (a record it cannot accept - invalid, expired, poison, refused by the
+  application - goes decorated to ``input``, and the broker sends it on to ``invalid`` or
+  ``error`` by its code: :func:`rdss.validation.carried_error`);
 * read the routed channels it consumes, and ``responses`` (request-reply);
 * use the KMS key only through Kinesis, and only for those streams (the key's encryption
   context names the stream), and through DynamoDB for the ``checkpoints`` table only;
@@ -13,7 +16,9 @@ Message Gateway. It assumes its own role (with an external ID) and may:
   ``lease`` is ``<group>#<stream>`` (:func:`rdss.gateway.checkpoints.lease_key`) and IAM's
   ``dynamodb:LeadingKeys`` admits exactly those of its group on the streams it reads.
 
-Nothing else: not the broker's ``messages`` table, not the buckets, not another group's rows.
+Nothing else: not the broker's ``messages`` and ``sequences`` tables (a vendor's gateway keeps
+its Local Data Repository in a store of its own, the URL's ``ldr=``), not the buckets, not
+another group's rows.
 
 The stack outputs what a vendor needs to configure its gateway under keys from
 :func:`output_key`; ``rdss vendor config`` reads them back (:mod:`rdss.cli.vendor`).
@@ -77,7 +82,8 @@ class VendorAccess:
 
     @property
     def writes(self) -> tuple[str, ...]:
-        return (INPUT,) if self.produces else ()
+        """``input``, for a producer and for a consumer: a consumer's moves enter there too."""
+        return (INPUT,) if self.produces or self.consumes else ()
 
     @property
     def reads(self) -> tuple[str, ...]:

@@ -2,9 +2,9 @@
 
 Read from the stack ``rdss-<env>``'s outputs (the deployed stack, or the local runtime's, with
 ``--endpoint``), or from the synthesised template in ``cdk.out/`` before deploying. Prints the
-gateway URL (region, the vendor's role and external ID), the application name its consumer
-group must be, and the channels it may write and read. Exit 2 when the stack, the template or
-the vendor is not there.
+gateway URL (region, the vendor's role and external ID, its Local Data Repository ``ldr=``),
+the application name its consumer group must be, and the channels it may write and read. Exit 2
+when the stack, the template or the vendor is not there.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from rdss.cli.common import USAGE, CommandError
 from rdss.vendors import output_key
@@ -50,6 +50,13 @@ def register(commands: Any) -> None:
         "--account",
         help="with --cdk-out: the account an environment-agnostic template will be deployed to",
     )
+    config.add_argument(
+        "--ldr",
+        metavar="URL",
+        help="the gateway's Local Data Repository (ldr= of the URL): default a SQLite file on the gateway's host, "
+        f"{default_ldr('ENV')}; a gateway running in AWS names a DynamoDB table of the vendor's own, "
+        "dynamodb://TABLE",
+    )
     config.add_argument("--json", action="store_true", help="one JSON object instead of shell lines")
     config.set_defaults(run=run_config)
 
@@ -68,10 +75,42 @@ class GatewayConfig:
     #: channel -> stream name
     writes: dict[str, str]
     reads: dict[str, str]
+    #: The gateway's Local Data Repository (the URL's ``ldr=``): the vendor's own store, never
+    #: the deployment's ``messages`` table, which its role cannot reach.
+    ldr: str
 
 
-def gateway_config(name: str, environment: str, outputs: dict[str, str], endpoint: str | None) -> GatewayConfig:
-    """The configuration of vendor ``name`` from the stack's outputs (key -> value).
+def default_ldr(environment: str, prefix: str = "rdss") -> str:
+    """The SQLite file a gateway outside AWS keeps its Local Data Repository in: the gateway's
+    own default (:mod:`rdss.gateway.kinesis`) spelt from the home directory of the host it runs on,
+    since this command usually runs elsewhere."""
+    return f"sqlite://~/.local/state/rdss/kinesis-{prefix}-{environment}.sqlite"
+
+
+def check_ldr(url: str) -> str:
+    """``url`` when it names a store a vendor's gateway can keep its repository in.
+
+    Raises:
+        CommandError: not ``dynamodb://TABLE`` nor ``sqlite://PATH`` (usage).
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "dynamodb" and parts.netloc and parts.path in ("", "/"):
+        return url
+    if scheme == "sqlite" and (parts.netloc + parts.path).strip("/"):
+        return url
+    raise CommandError(
+        f"--ldr {url!r}: expected dynamodb://TABLE (a table of the vendor's own, in AWS) or sqlite://PATH "
+        "(a file on the gateway's host); a vendor's repository outlives the process, so not memory://",
+        USAGE,
+    )
+
+
+def gateway_config(
+    name: str, environment: str, outputs: dict[str, str], endpoint: str | None, ldr: str | None = None
+) -> GatewayConfig:
+    """The configuration of vendor ``name`` from the stack's outputs (key -> value); ``ldr``:
+    its Local Data Repository (default :func:`default_ldr`).
 
     Raises:
         KeyError: the outputs have no vendor ``name``.
@@ -91,6 +130,11 @@ def gateway_config(name: str, environment: str, outputs: dict[str, str], endpoin
         params["prefix"] = prefix
     if endpoint:
         params["endpoint"] = endpoint
+    params["ldr"] = ldr or default_ldr(environment, prefix)
+    table = urlsplit(params["ldr"]).netloc
+    if params["ldr"].startswith("dynamodb:") and table.startswith(f"{prefix}-{environment}-"):
+        # the broker claims bare messageIds in the deployment's tables; the role reaches none of them
+        raise CommandError(f"--ldr {params['ldr']!r} is the deployment's; name a table of the vendor's own", USAGE)
     query = "&".join(f"{k}={quote(v, safe=':/')}" for k, v in params.items())
     return GatewayConfig(
         vendor=name,
@@ -102,6 +146,7 @@ def gateway_config(name: str, environment: str, outputs: dict[str, str], endpoin
         region=value("Region"),
         writes={c: streams[c] for c in channels["writes"]},
         reads={c: streams[c] for c in channels["reads"]},
+        ldr=params["ldr"],
     )
 
 
@@ -213,7 +258,7 @@ def run_config(args: argparse.Namespace) -> int:
     else:
         outputs = stack_outputs(stack, endpoint=args.endpoint, region=args.region)
     try:
-        config = gateway_config(args.name, args.env, outputs, args.endpoint)
+        config = gateway_config(args.name, args.env, outputs, args.endpoint, check_ldr(args.ldr) if args.ldr else None)
     except KeyError:
         suffix = "RoleArn"
         known = sorted(k.removeprefix("Vendor").removesuffix(suffix) for k in outputs if k.endswith(suffix))
@@ -232,4 +277,8 @@ def run_config(args: argparse.Namespace) -> int:
     for kind, channels in (("writes", config.writes), ("reads", config.reads)):
         listed = ", ".join(f"{channel} ({stream})" for channel, stream in channels.items()) or "nothing"
         out.write(f"# {kind}: {listed}\n")
+    out.write(f"# Local Data Repository: ldr={config.ldr}\n")
+    out.write("#   outside AWS a SQLite file on the gateway's host (the default); a gateway running in AWS names\n")
+    out.write("#   a DynamoDB table of the vendor's own (--ldr dynamodb://TABLE; partition key messageId, TTL\n")
+    out.write("#   attribute expiresAt), reached with the vendor's own credentials, not with this role\n")
     return 0

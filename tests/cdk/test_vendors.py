@@ -1,5 +1,6 @@
 """Vendor roles (cdk.json ``vendors``): exactly the permissions the topology gives a producer and
-a consumer, nothing on the broker's state, another channel or another group's checkpoints."""
+a consumer, nothing on the broker's state, another channel or another group's checkpoints. Both
+put records on ``input`` only: a consumer's moves to invalid/error enter there too."""
 
 from __future__ import annotations
 
@@ -135,8 +136,9 @@ def test_the_producer_may_put_on_input_and_read_responses_only(prod: Synthesized
     assert _by_sid(_policy(prod, PRODUCER)) == _by_sid(expected)
 
 
-def test_the_consumer_may_read_metadata_and_responses_only(prod: Synthesized) -> None:
-    expected = _expected(prod, writes=[], reads=["metadata", "responses"], group=CONSUMER)
+def test_the_consumer_may_read_metadata_and_responses_and_move_through_input_only(prod: Synthesized) -> None:
+    # it writes input for its moves (invalid, expired, poison, refused records), never invalid or error
+    expected = _expected(prod, writes=["input"], reads=["metadata", "responses"], group=CONSUMER)
     assert _by_sid(_policy(prod, CONSUMER)) == _by_sid(expected)
 
 
@@ -151,13 +153,20 @@ def test_no_vendor_can_write_the_broker_state_another_channel_or_another_group(p
     input_stream = prod.logical_id(messaging.channels.stream("input"))
     checkpoints = prod.logical_id(messaging.state.table("checkpoints"))
     other_tables = {prod.logical_id(t) for name, t in messaging.state.tables.items() if name != "checkpoints"}
+    # the broker's Local Data Repository and the sequencer's state are among them, by name
+    broker_state = {prod.logical_id(messaging.state.table(name)) for name in ("messages", "sequences")}
+    assert broker_state <= other_tables
+    invalid_or_error = {prod.logical_id(messaging.channels.stream(c)) for c in ("invalid", "error", "sequence")}
     buckets = {prod.logical_id(b) for b in messaging.buckets.values()}
     for statement in _policy(prod, vendor):
         assert statement["Effect"] == "Allow"
         referenced = references(statement["Resource"])
         actions = _actions(statement)
-        # nothing on the messages or sequences tables, nor any bucket, by any action
-        assert not referenced & (other_tables | buckets), statement
+        # nothing on the messages or sequences tables, nor any bucket, by any action; the
+        # invalid, error and sequence channels not at all (a consumer's moves go through input)
+        assert not referenced & (other_tables | buckets | invalid_or_error), statement
+        assert "-messages" not in json.dumps(statement), statement
+        assert "-sequences" not in json.dumps(statement), statement
         # no wildcard, in actions or resources
         assert all("*" not in a for a in actions), statement
         assert "*" not in json.dumps(statement["Resource"]), statement
@@ -200,7 +209,7 @@ def test_outputs_name_the_role_streams_and_region(prod: Synthesized) -> None:
         prod, prod.stack.vendors.roles[CONSUMER].role
     )
     assert outputs["VendorArchivematicaPreservationReads"]["Value"] == "metadata,responses"
-    assert outputs["VendorArchivematicaPreservationWrites"]["Value"] == ""
+    assert outputs["VendorArchivematicaPreservationWrites"]["Value"] == "input"
     assert outputs["VendorEprintsRepositoryWrites"]["Value"] == "input"
     assert outputs["VendorEprintsRepositoryInputStreamArn"]["Value"] == _arn(
         prod, prod.stack.messaging.channels.stream("input")
@@ -242,14 +251,27 @@ def test_vendor_config_reads_the_synthesised_template(prod: Synthesized, capsys:
     assert config == {
         "vendor": CONSUMER,
         "environment": "prod",
-        "url": f"kinesis://prod?region={REGION}&role={role}&external_id=rdss-prod-archivematica-93a4f2e8",
+        "url": f"kinesis://prod?region={REGION}&role={role}&external_id=rdss-prod-archivematica-93a4f2e8"
+        "&ldr=sqlite://~/.local/state/rdss/kinesis-rdss-prod.sqlite",
         "application": CONSUMER,
         "role_arn": role,
         "external_id": "rdss-prod-archivematica-93a4f2e8",
         "region": REGION,
-        "writes": {},
+        "writes": {"input": "rdss-prod-input"},
         "reads": {"metadata": "rdss-prod-metadata", "responses": "rdss-prod-responses"},
+        "ldr": "sqlite://~/.local/state/rdss/kinesis-rdss-prod.sqlite",
     }
+    # a gateway in AWS names a table of the vendor's own; the deployment's tables are refused
+    assert main([*argv, "--account", "123456789012", "--ldr", "dynamodb://archivematica-ldr"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert (config["ldr"], config["url"].endswith("&ldr=dynamodb://archivematica-ldr")) == (
+        "dynamodb://archivematica-ldr",
+        True,
+    )
+    assert main([*argv, "--account", "123456789012", "--ldr", "dynamodb://rdss-prod-messages"]) == 2
+    assert "the deployment's" in capsys.readouterr().err
+    assert main([*argv, "--account", "123456789012", "--ldr", "memory://"]) == 2
+    assert "dynamodb://TABLE" in capsys.readouterr().err
     assert (
         main(["vendor", "config", "nobody", "--env", "prod", "--cdk-out", str(prod.outdir), "--account", "1" * 12]) == 2
     )

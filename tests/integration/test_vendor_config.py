@@ -8,19 +8,25 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import boto3
+import orjson
 import pytest
 
+from rdss import decoration
 from rdss.cli import main
-from rdss.gateway import Gateway
+from rdss.gateway import Gateway, Received
+from rdss.gateway.url import parse
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendors import LocalVendor
+from rdss.retry import Backoff
 from rdss.vendors import VendorAccess
 from tests.support.iam import CallRecorder, allowed
+from tools.accounting import read_channel
 from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
@@ -88,21 +94,30 @@ def caller(gateway: Gateway, endpoint: Endpoint) -> str:
     return str(sts.get_caller_identity()["Arn"])
 
 
-def test_printed_configuration_sends_and_receives(runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
+def test_printed_configuration_sends_and_receives(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     environment = runtime.deployment.environment
+    monkeypatch.setenv("HOME", str(tmp_path))  # the printed ldr= is a file under the gateway host's home
     producer = json.loads(vendor_config(runtime, PRODUCER, capsys, "--json"))
     consumer = json.loads(vendor_config(runtime, CONSUMER, capsys, "--json"))
     assert producer["writes"] == {"input": f"rdss-{environment}-input"}
     assert producer["reads"] == {"responses": f"rdss-{environment}-responses"}
-    assert consumer["writes"] == {}
+    assert consumer["writes"] == {"input": f"rdss-{environment}-input"}  # its moves enter there
     assert consumer["reads"] == {
         "metadata": f"rdss-{environment}-metadata",
         "responses": f"rdss-{environment}-responses",
     }
     assert consumer["role_arn"].endswith(f":role/rdss-{environment}-vendor-{CONSUMER}")
-    # the shell form exports the same URL
+    # the Local Data Repository: a SQLite file of the gateway's host, in the URL
+    ldr = f"sqlite://~/.local/state/rdss/kinesis-rdss-{environment}.sqlite"
+    assert producer["ldr"] == consumer["ldr"] == ldr
+    assert parse(producer["url"]).param("ldr") == ldr
+    # the shell form exports the same URL, and says what a gateway in AWS names instead
     shell = vendor_config(runtime, PRODUCER, capsys)
     assert re.search(r"^export RDSS_GATEWAY_URL='(.*)'$", shell, re.M)[1] == producer["url"]  # type: ignore[index]
+    assert f"# Local Data Repository: ldr={ldr}\n" in shell
+    assert "--ldr dynamodb://TABLE" in shell
 
     messages = Workload(7).mix(12)
     metadata = [
@@ -132,21 +147,27 @@ def test_printed_configuration_sends_and_receives(runtime: Runtime, capsys: pyte
             inbox.ack(message)
     assert sorted(received) == sorted(m["messageHeader"]["messageId"] for m in metadata)
 
+    # the gateways kept their repositories in the printed file, not in the deployment
+    stored = tmp_path / ".local" / "state" / "rdss" / f"kinesis-rdss-{environment}.sqlite"
+    assert stored.is_file()
+    assert sender.repository.entry(metadata[0]["messageHeader"]["messageId"]).status == "SENT"  # type: ignore[union-attr]
+    assert receiver.repository.entry(received[0]).status == "RECEIVED"  # type: ignore[union-attr]
+
     # Every call the gateways made is one their role allows (the emulator does not check IAM:
-    # tests.support.iam does) - except the Local Data Repository's, which is still kept in the
-    # broker's messages table; it moves to a store of the vendor's own (issue 14 item 2).
-    messages = f"arn:aws:dynamodb:{runtime.endpoint.region}:"
+    # tests.support.iam does), with no exception: nothing touches the broker's messages table.
     for vendor, recorder in calls.items():
         statements = deployed_statements(runtime, vendor)
-        assert {c.action for c in recorder.calls} >= {"dynamodb:PutItem"}, recorder.calls
         denied = [c for c in recorder.calls if not allowed(statements, c)]
-        ldr = [c for c in denied if (c.resource or "").startswith(messages) and c.resource.endswith("-messages")]
-        assert denied == ldr, denied
+        assert denied == [], denied
+        assert not [c for c in recorder.calls if (c.resource or "").endswith(("-messages", "-sequences"))]
     assert {c.action for c in calls[PRODUCER].calls} >= {"kinesis:PutRecords"}
-    # ... and the same check refuses what the brief forbids: a consumer producing, another group's rows
+    # ... and the same check refuses what the brief forbids: any channel but input, another group's rows
     consumer_statements = deployed_statements(runtime, CONSUMER)
     put = next(c for c in calls[PRODUCER].calls if c.action == "kinesis:PutRecords")
-    assert not allowed(consumer_statements, put)
+    assert allowed(consumer_statements, put)
+    for channel in ("metadata", "invalid", "error", "sequence"):
+        stream = put.resource.replace(f"-{environment}-input", f"-{environment}-{channel}")  # type: ignore[union-attr]
+        assert not allowed(consumer_statements, replace(put, resource=stream))
     query = next(c for c in calls[CONSUMER].calls if c.action == "dynamodb:Query")
     assert allowed(consumer_statements, query)
     assert not allowed(consumer_statements, replace(query, leading_keys=(f"{PRODUCER}#rdss-{environment}-metadata",)))
@@ -162,15 +183,14 @@ def test_printed_configuration_sends_and_receives(runtime: Runtime, capsys: pyte
 
 def test_the_roles_carry_the_topology_policy(runtime: Runtime) -> None:
     iam = runtime.endpoint.client("iam")
-    for name, vendor in runtime.settings.vendors.items():
+    for name in runtime.settings.vendors:
         role = iam.get_role(RoleName=f"rdss-{runtime.deployment.environment}-vendor-{name}")["Role"]
         (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
         assert trust["Condition"]["StringEquals"]["sts:ExternalId"]
         document = {"Statement": deployed_statements(runtime, name)}
         sids = [s["Sid"] for s in document["Statement"]]
-        expected = ["ReadChannels", "DecryptChannelRecords", "OwnGroupCheckpoints"]
-        if vendor.produces:
-            expected = ["PutRecordsOnInput", "EncryptRecordsForInput", *expected]
+        # every vendor writes input: a producer's messages, a consumer's moves
+        expected = ["PutRecordsOnInput", "EncryptRecordsForInput", "ReadChannels", "DecryptChannelRecords"]
         assert sids[: len(expected)] == expected
 
 
@@ -180,3 +200,63 @@ def test_an_unknown_vendor_or_stack_is_a_usage_error(runtime: Runtime, capsys: p
     assert "AcmeRepository" in capsys.readouterr().err
     assert main(["vendor", "config", PRODUCER, "--env", "no-such-env", *endpoint]) == 2
     assert "rdss-no-such-env" in capsys.readouterr().err
+
+
+def test_a_consumer_under_its_role_moves_what_it_cannot_accept(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A malformed-messageId record written straight onto ``metadata`` and a message its handler
+    always fails on: the consumer, under its role, moves both through ``input`` (the only channel
+    it may write) and the broker sends them on, decorated, to ``invalid`` and ``error``."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    producer = json.loads(vendor_config(runtime, PRODUCER, capsys, "--json"))
+    consumer = json.loads(vendor_config(runtime, CONSUMER, capsys, "--json"))
+    workload = Workload(8)
+    poison, fine = workload.message("MetadataCreate", "Event"), workload.message("MetadataUpdate", "Event")
+    broken = workload.message("MetadataDelete", "Event")
+    broken["messageHeader"]["messageId"] = "not-a-uuid"
+    written = orjson.dumps(broken)
+    # past the broker, with the deployment's own credentials: no vendor may do this
+    runtime.endpoint.client("kinesis").put_record(
+        StreamName=runtime.deployment.stream("metadata"), Data=written, PartitionKey="direct"
+    )
+    with Gateway(producer["url"], application=producer["application"]) as sender:
+        sender.send_all([poison, fine])
+    runtime.drain(timeout=120)
+
+    poisoned = poison["messageHeader"]["messageId"]
+    handled: list[str] = []
+
+    def handler(received: Received) -> None:
+        if received.message_id == poisoned:
+            raise ValueError("cannot map it to the repository's schema")
+        handled.append(received.message_id)
+
+    with Gateway(consumer["url"], application=consumer["application"], lease_duration=1.0) as receiver:
+        calls = recorded(receiver, runtime)
+        stats = receiver.listen(
+            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=3, poll_interval=0.05
+        )
+    assert handled == [fine["messageHeader"]["messageId"]]
+    assert (stats.invalid, stats.poison) == (1, 1)
+    runtime.drain(timeout=120)
+
+    [invalid] = read_channel(runtime, "invalid")
+    assert orjson.loads(invalid)["messageHeader"]["errorCode"] == "GENERR010"
+    assert decoration.original(invalid) == written
+    [error] = read_channel(runtime, "error")
+    header = orjson.loads(error)["messageHeader"]
+    assert (header["messageId"], header["errorCode"]) == (poisoned, "GENERR009")
+    assert "ValueError: cannot map" in header["errorDescription"]
+    # both entered through input as they were moved (so the audit archive holds them), unchanged since
+    assert {invalid, error} <= set(read_channel(runtime, "input"))
+    # and every call the consumer made is one its role allows
+    statements = deployed_statements(runtime, CONSUMER)
+    assert [c for c in calls.calls if not allowed(statements, c)] == []
+    assert {c.resource for c in calls.calls if c.action == "kinesis:PutRecords"} == {
+        f"arn:aws:kinesis:{runtime.endpoint.region}:{account(runtime)}:stream/{runtime.deployment.stream('input')}"
+    }
+
+
+def account(runtime: Runtime) -> str:
+    return str(runtime.endpoint.client("sts").get_caller_identity()["Account"])
