@@ -19,10 +19,11 @@ import pytest
 from rdss import decoration
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
-from rdss.gateway.url import parse
+from rdss.gateway.url import URLError, parse
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendors import LocalVendor
+from rdss.repository.dynamodb import create_table
 from rdss.retry import Backoff
 from rdss.vendors import VendorAccess
 from tests.support.iam import CallRecorder, allowed
@@ -80,9 +81,10 @@ def header(message: dict[str, Any]) -> tuple[str, str]:
     return message["messageHeader"]["messageType"], message["messageHeader"]["messageClass"]
 
 
-def caller(gateway: Gateway, endpoint: Endpoint) -> str:
-    """Whose credentials the gateway's Kinesis client signs with."""
-    credentials = gateway.transport.kinesis._request_signer._credentials.get_frozen_credentials()  # type: ignore[attr-defined]
+def caller(gateway: Gateway, endpoint: Endpoint, client: Any = None) -> str:
+    """Whose credentials the gateway's Kinesis client (or ``client``) signs with."""
+    signer = (client or gateway.transport.kinesis)._request_signer  # type: ignore[attr-defined]
+    credentials = signer._credentials.get_frozen_credentials()
     sts = boto3.client(
         "sts",
         endpoint_url=endpoint.url,
@@ -260,3 +262,31 @@ def test_a_consumer_under_its_role_moves_what_it_cannot_accept(
 
 def account(runtime: Runtime) -> str:
     return str(runtime.endpoint.client("sts").get_caller_identity()["Account"])
+
+
+def test_a_gateway_in_aws_keeps_its_repository_in_a_table_of_its_own(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In AWS a gateway has no lasting disk: it names a DynamoDB table of the vendor's own, which
+    it reaches with the vendor's own credentials - the deployment's role reaches no table but the
+    group's checkpoints."""
+    table = f"acme-{runtime.deployment.environment}-ldr"
+    create_table(runtime.endpoint.client("dynamodb"), table)
+    producer = json.loads(vendor_config(runtime, PRODUCER, capsys, "--json", "--ldr", f"dynamodb://{table}"))
+    assert producer["ldr"] == f"dynamodb://{table}"
+    monkeypatch.setenv("AWS_EXECUTION_ENV", "AWS_ECS_FARGATE")  # in AWS: SQLite is no default there
+    message = Workload(9).message("MetadataCreate", "Event")
+    with Gateway(producer["url"], application=producer["application"]) as sender:
+        calls = recorded(sender, runtime)
+        sender.send(message)
+        store = sender.repository.table.client  # type: ignore[attr-defined]
+        assert ":assumed-role/" not in caller(sender, runtime.endpoint, store)
+        assert ":assumed-role/" in caller(sender, runtime.endpoint)
+    key = f"gateway:{PRODUCER}:{message['messageHeader']['messageId']}"
+    item = runtime.endpoint.client("dynamodb").get_item(TableName=table, Key={"messageId": {"S": key}})["Item"]
+    assert item["status"] == {"S": "SENT"}
+    statements = deployed_statements(runtime, PRODUCER)
+    assert [c for c in calls.calls if not allowed(statements, c)] == []
+    # without ldr= a gateway in AWS is told to name one
+    with pytest.raises(URLError, match="ldr=dynamodb://TABLE"):
+        Gateway(producer["url"].replace(f"&ldr=dynamodb://{table}", ""), application=PRODUCER)
