@@ -8,9 +8,12 @@ own counts:
   producers put on ``input`` (each a stream record, with its own identity), the copies the broker
   and sequencer forwarded (with their messageHistory hops), and the decorated copies on
   ``invalid`` and ``error`` (errorCode, errorDescription);
-* the Local Data Repository: the broker's claim of the messageId (which record claimed it, when),
-  the claims of records it found invalid (``record#<shard>/<sequence number>``), and a gateway's
-  entries (``gateway:<application>:<messageId>``) for the applications named;
+* the broker's Local Data Repository (the ``messages`` table): its claim of the messageId (which
+  record claimed it, when) and the claims of records it found invalid or that arrived moved by a
+  consumer already decorated (``record#<shard>/<sequence number>``);
+* the applications' own Local Data Repositories, for the applications named: each gateway keeps
+  its entries (TO_SEND, SENT, RECEIVED, the code it moved a message with) in a store of its own
+  (the ``ldr=`` of its URL: :mod:`rdss.repository.stores`), never in the broker's table;
 * the ``sequences`` table, for a part of a multi-message sequence;
 * the archives: the audit objects (every record dispatched to ``input``) and the errors objects
   (``invalid`` and ``error``) that hold the message, listed under the hour prefixes around the
@@ -24,7 +27,7 @@ invalid, with its code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,6 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rdss import archive, decoration, history, timestamps
 from rdss.errors import ErrorCode
 from rdss.repository.dynamodb import LocalDataRepository
+from rdss.repository.entries import Repository
 from rdss.topology import Deployment
 
 #: How far before an anchor moment the archives are listed (Firehose buffers up to 15 minutes;
@@ -205,15 +209,20 @@ class Tracer:
         dynamodb: Any,
         s3: Any,
         buckets: Mapping[str, str] | None = None,
-        applications: Sequence[str] = (),
+        repositories: Mapping[str, Repository] | None = None,
         now: datetime | None = None,
     ) -> None:
+        """
+        Args:
+            repositories: application -> its Local Data Repository, whose entries for the
+                message join the timeline.
+        """
         self.deployment = deployment
         self.kinesis = kinesis
         self.dynamodb = dynamodb
         self.s3 = s3
         self.buckets = {name: deployment.bucket(name) for name in ("audit", "errors")} | dict(buckets or {})
-        self.applications = list(applications)
+        self.repositories = dict(repositories or {})
         self.now = now or timestamps.now()
 
     def trace(self, message_id: str, *, since: datetime | None = None) -> Timeline:
@@ -232,10 +241,9 @@ class Tracer:
                 Event(published, "producer", f"published by {header.get('generator')}", {"header": header})
             )
         ldr = LocalDataRepository(self.dynamodb, self.deployment.table("messages"))
-        keys = [message_id, *(f"gateway:{app}:{message_id}" for app in self.applications)]
-        keys += [f"record#{r.record}" for r in found["input"]]
+        keys = [message_id, *(f"record#{r.record}" for r in found["input"])]
         claims = ldr.get(keys)
-        self._gateway_entries(timeline, claims)
+        self._gateway_entries(timeline)
         self._dispatches(timeline, found, claims)
         self._copies(timeline, found)
         self._sequence(timeline, found)
@@ -284,13 +292,14 @@ class Tracer:
                     return header
         return None
 
-    def _gateway_entries(self, timeline: Timeline, claims: Mapping[str, dict[str, Any]]) -> None:
-        for app in self.applications:
-            entry = claims.get(f"gateway:{app}:{timeline.message_id}")
-            if entry:
-                timeline.events.append(
-                    Event(None, "gateway", f"{app}'s Local Data Repository: {entry.get('status')}", entry)
-                )
+    def _gateway_entries(self, timeline: Timeline) -> None:
+        for app, repository in self.repositories.items():
+            entry = repository.entry(timeline.message_id)
+            if entry is not None:
+                details = {"messageId": entry.message_id, **{k: v for k, v in entry.attributes().items() if v}}
+                what = f"{app}'s Local Data Repository: {entry.status}"
+                what += f" (moved with {entry.error_code})" if entry.error_code else ""
+                timeline.events.append(Event(None, "gateway", what, details))
 
     def _dispatches(
         self, timeline: Timeline, found: Mapping[str, list[_Record]], claims: Mapping[str, dict[str, Any]]
@@ -307,10 +316,13 @@ class Tracer:
                 dispatch.outcome = "error" if _is_error(record_claim.get("errorCode")) else "invalid"
                 dispatch.channels = [dispatch.outcome]
                 dispatch.error_code = record_claim.get("errorCode")
-                moved = _decorated_copy(found, record.data)
+                # a consumer's move arrives decorated already: the broker sent it on as it was
+                carried = _carried_header(record.data)
+                moved = carried or _decorated_copy(found, record.data)
                 if moved is not None:
                     dispatch.error_description = moved.get("errorDescription")
-                what = f"record {record.record}: invalid, {dispatch.error_code}"
+                verdict = "moved by a consumer" if carried else "invalid"
+                what = f"record {record.record}: {verdict}, {dispatch.error_code}"
                 what += f" ({dispatch.error_description})" if dispatch.error_description else ""
                 timeline.events.append(Event(_claimed_at(record_claim), "broker", what))
             elif claim is not None and claim.get("claimedBy") == record.record:
@@ -464,6 +476,16 @@ def _header_of(data: bytes) -> dict[str, Any] | None:
             return None
     header: dict[str, Any] = parsed["messageHeader"]
     return header
+
+
+def _carried_header(data: bytes) -> dict[str, Any] | None:
+    """The outer header of a record that is decorated itself (errorCode on it as it travels)."""
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    header = parsed.get("messageHeader") if isinstance(parsed, dict) else None
+    return header if isinstance(header, dict) and header.get("errorCode") else None
 
 
 def _message_id(data: bytes) -> str | None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
@@ -23,7 +25,8 @@ def register(commands: Any) -> None:
         "trace",
         help="where did a message go: its timeline, from the deployment",
         description="Follow MESSAGE_ID through a Kinesis deployment: the records on its channels (input, the routed "
-        "channels, sequence, invalid, error), the Local Data Repository's claims, the sequence it is part of, "
+        "channels, sequence, invalid, error), the broker's claims, the applications' own Local Data Repositories "
+        "(--application, --ldr), the sequence it is part of, "
         "and the audit and errors archive objects that hold it (listed by the hour prefixes around when it "
         "entered). Exit 1 if nothing is found.",
     )
@@ -40,7 +43,16 @@ def register(commands: Any) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="also show this application's gateway entries in the Local Data Repository (repeatable)",
+        help="also show this application's entries in its own Local Data Repository (repeatable; see --ldr)",
+    )
+    trace.add_argument(
+        "--ldr",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="where the --application entries are kept, as the gateway's ldr=: dynamodb://TABLE, "
+        "sqlite:///path; one for all applications, or one per --application in order (default: the URL's "
+        "ldr=, else the gateway's SQLite file on this host)",
     )
     trace.add_argument(
         "--audit-bucket", metavar="NAME", help="default: from the broker function, else rdss-<env>-audit"
@@ -80,7 +92,7 @@ def run_trace(args: argparse.Namespace) -> int:
             dynamodb=client("dynamodb", **options),
             s3=client("s3", **options),
             buckets=buckets,
-            applications=args.application,
+            repositories=_repositories(args, url, deployment, lambda: client("dynamodb", **options)),
         )
         timeline = tracer.trace(args.message_id, since=since)
     except ClientError as error:
@@ -113,3 +125,38 @@ def _buckets(args: argparse.Namespace, deployment: Any, client: Any) -> dict[str
         if found and name not in buckets:
             buckets[name] = found
     return buckets
+
+
+def _repositories(args: argparse.Namespace, url: Any, deployment: Any, dynamodb: Any) -> dict[str, Any]:
+    """application -> its Local Data Repository (``--application`` with ``--ldr``): each
+    gateway keeps its entries in a store of its own, never in the deployment's tables."""
+    from rdss.gateway.backend import state_directory
+    from rdss.repository.stores import open_repository
+
+    applications: list[str] = args.application
+    stores: list[str] = args.ldr
+    if stores and not applications:
+        raise CommandError("--ldr says where an --application's entries are: give --application too")
+    if len(stores) > 1 and len(stores) != len(applications):
+        raise CommandError(f"{len(stores)} --ldr for {len(applications)} --application: give one, or one each")
+    if not stores:  # as the gateway itself chooses (rdss.gateway.kinesis)
+        default = f"{state_directory()}/kinesis-{deployment.prefix}-{deployment.environment}.sqlite"
+        stores = [url.param("ldr") or f"sqlite://{default}"]
+    found = {}
+    paired = stores * len(applications) if len(stores) == 1 else stores
+    for application, store in zip(applications, paired, strict=True):
+        if store.lower().startswith("sqlite:") and not _sqlite_path(store).exists():
+            # reading must not create an empty store where the gateway never ran
+            if args.ldr:
+                raise CommandError(f"--ldr {store}: no such file")
+            continue
+        try:
+            found[application] = open_repository(store, application, dynamodb=dynamodb)
+        except ValueError as error:
+            raise CommandError(f"--ldr: {error}") from error
+    return found
+
+
+def _sqlite_path(url: str) -> Path:
+    parts = urlsplit(url)
+    return Path(parts.netloc + parts.path).expanduser()

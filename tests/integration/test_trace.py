@@ -16,8 +16,10 @@ import pytest
 
 from rdss.cli import main
 from rdss.gateway import Gateway, Receipt
+from rdss.gateway.backend import state_directory
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
+from rdss.repository.sqlite import SqliteRepository
 from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
@@ -94,6 +96,32 @@ def test_a_routed_message(sent: Sent, capsys):
     code, out = trace(sent, capsys, sent.routed)
     assert code == 0
     assert out.splitlines()[-1] == "where it went: routed to metadata"
+
+
+def test_gateway_entries_come_from_the_application_s_own_store(sent: Sent, capsys, tmp_path):
+    """The producer's gateway kept its entries in its own store (its default SQLite file here),
+    not in the deployment's messages table: --ldr names that store, as the gateway's ldr= does."""
+    env = sent.runtime.deployment.environment
+    store = f"sqlite://{state_directory()}/kinesis-rdss-{env}.sqlite"
+    code, out = trace(sent, capsys, sent.routed, "--json", "--application", "producer", "--ldr", store)
+    assert code == 0
+    [event] = [e for e in orjson.loads(out)["events"] if e["where"] == "gateway"]
+    assert event["what"] == "producer's Local Data Repository: SENT"
+    assert event["details"]["messageType"] == "MetadataCreate"
+    # the broker's table holds no gateway entry at all
+    table = sent.runtime.endpoint.client("dynamodb").scan(TableName=sent.runtime.deployment.table("messages"))
+    assert not [i for i in table["Items"] if i["messageId"]["S"].startswith("gateway:")]
+    # an application another store knows nothing of: no gateway event; a missing file is an error
+    other = tmp_path / "other.sqlite"
+    SqliteRepository(other, "producer")
+    code, out = trace(sent, capsys, sent.routed, "--json", "--application", "producer", "--ldr", f"sqlite://{other}")
+    assert code == 0
+    assert not [e for e in orjson.loads(out)["events"] if e["where"] == "gateway"]
+    missing = f"sqlite://{tmp_path}/no.sqlite"
+    assert main(["trace", sent.routed, "--url", sent.url, "--application", "producer", "--ldr", missing]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["trace", sent.routed, "--url", sent.url, "--ldr", store]) == 2
+    assert "--application" in capsys.readouterr().err
 
 
 def test_a_duplicate(sent: Sent, capsys):
