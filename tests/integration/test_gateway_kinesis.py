@@ -152,7 +152,11 @@ def test_expired_messages_go_to_the_error_channel(system: System):
     system.publish([payload], channel="metadata")
     got, stats = drain(open_gateway(system, "consumer"), "metadata")
     assert (got, stats.expired) == ([], 1)
+    # the move enters through input, decorated; the broker sends it on to error unchanged
+    [entered] = system.read("input")
+    system.route()
     [moved] = system.read("error")
+    assert moved == entered
     assert orjson.loads(moved)["messageHeader"]["errorCode"] == "GENERR003"
     assert decoration.original(moved) == payload
 
