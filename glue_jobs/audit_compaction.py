@@ -10,6 +10,12 @@ decided, record by record (:func:`matched`): a line whose bytes are those of a r
 broker made is a rejection, never a duplicate nor a messageId's curated row, so that producers'
 broken copies of a message (resent under its messageId) no longer count as duplicates of it.
 
+Records that entered ``input`` already carrying an errorCode (gateway consumers' moves, put on
+input since vendors may write no other channel; the broker sends them on unchanged) are
+rejection reports, with or without ``--errors``: never a curated message, never a duplicate of
+the message they were moved from (they share its messageId). A failure reply (a Document with
+correlationId and errorCode) is a message.
+
 Output, under ``--output``:
 
 * ``messages/dt=<yyyy-MM-dd>/messageType=<type>/``: one row per messageId the broker accepted
@@ -267,6 +273,9 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
     field = F.col("header").getField
     message_id = field("messageId")
     no_message_id = message_id.isNull() | (message_id == "")
+    # a consumer's move (a record decorated already) is a rejection report; a failure reply is not
+    failure_reply = (field("messageClass") == "Document") & field("correlationId").isNotNull() & ~no_message_id
+    carried = field("json") & field("errorCode").isin(*schema.ERROR_CODES) & ~F.coalesce(failure_reply, F.lit(False))
     return parsed.select(
         F.when(~no_message_id, message_id).alias("messageId"),
         field("messageClass").alias("messageClass"),
@@ -284,9 +293,10 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
         field("publishedDay").alias("publishedDay"),
         F.col("source"),
         F.col("lineNumber"),
-        F.when(no_message_id | candidate, F.col("line")).alias("rejectedLine"),
+        F.when(no_message_id | candidate | carried, F.col("line")).alias("rejectedLine"),
         F.when(no_message_id, field("json")).alias("rejectedJson"),
         digest.alias("digest"),
+        F.when(carried, field("errorCode")).alias("carriedCode"),
     )
 
 
@@ -331,11 +341,13 @@ def matched(records: DataFrame, rejected: DataFrame) -> DataFrame:
 
 
 def judged(records: DataFrame, matches: DataFrame | None) -> DataFrame:
-    """``records`` with ``rejectedCode``: the broker's errorCode for those :func:`matched` found
-    rejected, else null (and null for all when there is no errors archive to go by)."""
+    """``records`` with ``rejectedCode``: the code a record carried as it entered (a consumer's
+    move), else the broker's errorCode for those :func:`matched` found rejected, else null."""
     if matches is None:
-        return records.withColumn("rejectedCode", F.lit(None).cast("string"))
-    return records.join(F.broadcast(matches), "orderKey", "left")
+        records = records.withColumn("rejectedCode", F.lit(None).cast("string"))
+    else:
+        records = records.join(F.broadcast(matches), "orderKey", "left")
+    return records.withColumn("rejectedCode", F.coalesce(F.col("carriedCode"), F.col("rejectedCode")))
 
 
 def accepted(records: DataFrame) -> DataFrame:
@@ -373,8 +385,9 @@ def duplicates(repeats: DataFrame) -> DataFrame:
 
 
 def rejects(records: DataFrame) -> DataFrame:
-    """Every line without a messageId and every record the broker rejected, raw, with the reason
-    and the broker's errorCode (:data:`schema.REJECT_COLUMNS`); ``records`` as :func:`judged` gives them.
+    """Every line without a messageId, every record the broker rejected and every rejection report
+    (a consumer's move), raw, with the reason and the errorCode (:data:`schema.REJECT_COLUMNS`);
+    ``records`` as :func:`judged` gives them.
 
     A line that is not valid UTF-8 is kept base64-encoded (reason ``not UTF-8``) so the table
     holds only valid strings and the bytes can still be recovered exactly.
@@ -386,6 +399,7 @@ def rejects(records: DataFrame) -> DataFrame:
     valid_utf8 = F.encode(F.decode(raw, "UTF-8"), "UTF-8") == raw
     reason = (
         F.when(~valid_utf8, F.lit(schema.REJECT_NOT_UTF8))
+        .when(F.col("carriedCode").isNotNull(), F.lit(schema.REJECT_REPORTED))
         .when(missing & ~F.col("rejectedJson"), F.lit(schema.REJECT_NOT_JSON))
         .when(missing, F.lit(schema.REJECT_NO_MESSAGE_ID))
         .otherwise(F.lit(schema.REJECT_BY_BROKER))

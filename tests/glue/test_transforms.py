@@ -10,10 +10,16 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from glue_jobs import audit_compaction, audit_report, schema
+from rdss import decoration
+from rdss.errors import ErrorCode
+from rdss.messages import failure_reply
+from tools.workload import Workload
 
 #: Records as :func:`audit_compaction.locate` gives them: the curated columns and the ones the rules read.
 LOCATED = [
@@ -24,6 +30,7 @@ LOCATED = [
     ("rejectedLine", "string"),
     ("rejectedJson", "boolean"),
     ("rejectedFrom", "string"),
+    ("carriedCode", "string"),
 ]
 
 
@@ -139,6 +146,51 @@ def test_only_the_brokers_codes_are_its_rejections(spark: SparkSession) -> None:
     assert [(row["digest"], row["errorCode"], row["channel"]) for row in rows] == [
         (digest("b"), "GENERR007", "invalid")
     ]
+
+
+def test_records_that_entered_carrying_an_errorcode_are_rejection_reports(spark: SparkSession) -> None:
+    """A gateway consumer's moves enter input decorated (vendors write no other channel): with or
+    without the errors archive they are rejection reports - not curated messages, and not
+    duplicates of the message they were moved from, whose messageId they carry. A failure reply
+    (a Document with correlationId and errorCode) is a message; so is a genuine resend a duplicate."""
+    workload = Workload(9)
+    routed = orjson.dumps(workload.message("MetadataCreate", "Event"))
+    routed_id = orjson.loads(routed)["messageHeader"]["messageId"]
+    poisoned = decoration.decorate(routed, "GENERR009", "gave up after 5 failed attempts: ValueError: x")
+    refused = decoration.decorate(routed, "APPERRMET001", "no such dataset")
+    wrapped = decoration.decorate(b"\xff not JSON", "GENERR007", "malformed JSON")
+    reply = orjson.dumps(failure_reply(workload.message("MetadataRead", "Command"), "APPERRMET003", "no such object"))
+    source = "s3://a/audit/year=2026/month=11/day=01/hour=12/rdss-t-input-1-2026-11-01-12-00-00-ab12.gz"
+    audit = [routed, poisoned, refused, wrapped, reply, routed]  # the last: a producer's resend
+    lines = spark.createDataFrame(
+        [(line.decode(), source, number) for number, line in enumerate(audit)],
+        "line string, source string, lineNumber long",
+    )
+    audit_compaction.register(spark)
+    for rejected in (
+        None,
+        audit_compaction.Rejections(
+            rejections(spark, []).withColumns(
+                {"channel": F.lit("invalid"), "bytes": F.lit(None).cast("long"), "crc32": F.lit(None).cast("long")}
+            )
+        ),
+    ):
+        outputs = audit_compaction.transform(lines, audit_compaction.objects(spark, [source]), rejected)
+        kept = sorted(row["messageId"] for row in outputs.messages.collect())
+        assert kept == sorted([routed_id, orjson.loads(reply)["messageHeader"]["messageId"]])
+        assert [tuple(row) for row in outputs.duplicates.collect()] == [(routed_id, 1)]  # the resend only
+        reports = sorted((row["line"], row["reason"], row["errorCode"]) for row in outputs.rejects.collect())
+        assert reports == sorted(
+            [
+                (poisoned.decode(), schema.REJECT_REPORTED, "GENERR009"),
+                (refused.decode(), schema.REJECT_REPORTED, "APPERRMET001"),
+                (wrapped.decode(), schema.REJECT_REPORTED, "GENERR007"),
+            ]
+        )
+
+
+def test_the_error_codes_are_the_specs() -> None:
+    assert tuple(code.value for code in ErrorCode) == schema.ERROR_CODES
 
 
 # -- report ------------------------------------------------------------------------------------------
