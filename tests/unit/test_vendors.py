@@ -16,7 +16,7 @@ def test_access_follows_the_topology() -> None:
     assert producer.writes == ("input",)
     assert producer.reads == ("responses",)
     consumer = VendorAccess("lib", False, ("vocabulary", "metadata"), deployment)
-    assert consumer.writes == ()
+    assert consumer.writes == ("input",)  # what it moves (invalid, poison, refused) enters through input
     assert consumer.reads == ("metadata", "vocabulary", "responses")  # topology order
     assert consumer.lease_keys == ("lib#rdss-prod-metadata", "lib#rdss-prod-vocabulary", "lib#rdss-prod-responses")
     with pytest.raises(ValueError, match="routed"):
@@ -26,7 +26,8 @@ def test_access_follows_the_topology() -> None:
 def test_statements_name_only_the_vendors_streams() -> None:
     arns = Arns("eu-west-2", "KEY", stream=lambda c: f"stream/{c}", table=lambda t: f"table/{t}")
     statements = {s["Sid"]: s for s in VendorAccess("lib", False, ("metadata",), Deployment("dev")).statements(arns)}
-    assert "PutRecordsOnInput" not in statements
+    assert statements["PutRecordsOnInput"]["Resource"] == "stream/input"  # a consumer's moves, and nothing else
+    assert not [s for s in statements.values() if "table/messages" in str(s) or "table/sequences" in str(s)]
     assert statements["ReadChannels"]["Resource"] == ["stream/metadata", "stream/responses"]
     assert statements["OwnGroupCheckpoints"]["Resource"] == "table/checkpoints"
 
