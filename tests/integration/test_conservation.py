@@ -216,6 +216,7 @@ def consume_metadata(runtime: Runtime, endpoint: Endpoint, routed: list[bytes], 
     # the consumer's moves enter through input (a vendor writes no other channel): the broker
     # sends them on to invalid and error
     runtime.drain(timeout=300)
+    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}  # none of them parked
     assert set(whole) - poison <= set(processed)  # every other routed message processed...
     assert len(processed) == len(whole) - len(poison) + len(sequences)  # (sequences as one message)
     assert max(processed.values()) == 1  # ...once
