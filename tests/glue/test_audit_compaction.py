@@ -305,7 +305,9 @@ def test_columns_and_partitions(spark: Any, tmp_path: Path) -> None:
             "expirationTimestamp": "2026-11-03T00:00:00Z",
         },
         messageSequence={"sequence": "seq-1", "position": 2, "total": 3},
-        errorCode="GENERR004",
+        errorCode="APPERRMET003",
+        errorDescription="no such object",
+        messageClass="Document",  # a failure reply: a message with errorCode (any other is a consumer's move)
     )
     evening["messageHeader"]["messageType"] = "MetadataRead"
     evening["messageBody"] = "a fragment, é"
@@ -319,7 +321,7 @@ def test_columns_and_partitions(spark: Any, tmp_path: Path) -> None:
     header = evening["messageHeader"]
     assert rows["evening"] == {
         "messageId": "evening",
-        "messageClass": "Event",
+        "messageClass": "Document",
         "correlationId": header["correlationId"],
         "sequence": "seq-1",
         "position": 2,
@@ -328,7 +330,7 @@ def test_columns_and_partitions(spark: Any, tmp_path: Path) -> None:
         "expirationTimestamp": utc(2026, 11, 3, 0, 0, 0),
         "generator": header["generator"],
         "version": "3.0.2",
-        "errorCode": "GENERR004",
+        "errorCode": "APPERRMET003",
         "bodyBytes": len("a fragment, é".encode()),
         "archivedAt": utc(2026, 11, 2, 1, 31, 7),
         "dt": "2026-11-02",  # the UTC date, not the producer's
