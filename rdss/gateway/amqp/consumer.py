@@ -41,6 +41,8 @@ _log = logging.getLogger(__name__)
 
 #: Settled deliveries acknowledged together at the latest (sooner at every poll and commit).
 _ACK_BATCH = 500
+#: How long a dropped connection is held to account for the returns of messages in transit (s).
+_IN_TRANSIT_WINDOW = 300.0
 
 
 @dataclass(slots=True)
@@ -95,6 +97,8 @@ class AmqpConsumer:
         self._connection: Any = None
         self._amqp: Any = None
         self._epoch = 0
+        #: When this consumer lost its connection lately (see :meth:`_in_transit_returns`).
+        self._drops: deque[float] = deque()
         self._next_attempt = 0.0
         self._failures = 0
         self._closed = False
@@ -242,10 +246,22 @@ class AmqpConsumer:
             "%s: connection to RabbitMQ lost: %r; unacknowledged messages go back to their queues", self.channel, error
         )
         self._forgive_held()
+        self._drops.append(time.monotonic())
         connection, self._connection = self._connection, None
         if connection is not None and connection.is_open:
             with contextlib.suppress(Exception):
                 connection.close()
+
+    def _in_transit_returns(self) -> int:
+        """Returns RabbitMQ counted for messages that were on their way to this consumer when its
+        connection dropped: bytes it never read, so it cannot name them as it names those it held
+        (:meth:`_forgive_held`). One per drop in the last :data:`_IN_TRANSIT_WINDOW` seconds is
+        taken off any message's count (a crash of this consumer is never among them: it would not
+        have lived to see the drop; ``x-delivery-limit`` stays RabbitMQ's backstop)."""
+        now = time.monotonic()
+        while self._drops and now - self._drops[0] > _IN_TRANSIT_WINDOW:
+            self._drops.popleft()
+        return len(self._drops)
 
     def _forgive_held(self) -> None:
         """Everything delivered on this connection and not acknowledged is about to be redelivered
@@ -346,7 +362,8 @@ class AmqpConsumer:
             headers = raw.properties.headers or {}
             if self.broker_counts:  # the broker's count, less the returns this process caused
                 returns = int(headers.get(H_DELIVERY_COUNT) or 0)
-                count = max(0, returns - counter.count(_counter_key(raw))) if returns else 0
+                forgiven = counter.count(_counter_key(raw)) + self._in_transit_returns()
+                count = max(0, returns - forgiven) if returns else 0
             else:
                 count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
             raw.redeliveries = count
