@@ -104,9 +104,10 @@ def run_up(args: argparse.Namespace) -> int:
             console.print(
                 f"vendor {name}: rdss vendor config {name} --env {deployment.environment} --endpoint {endpoint.url}"
             )
-        console.print("[dim]broker, sequencer, sweep and Firehose are running; Ctrl-C stops[/]")
         stopped = threading.Event()
+        # before saying so: whoever reads that line may stop us at once
         signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        console.print("[dim]broker, sequencer, sweep and Firehose are running; Ctrl-C stops[/]")
         with contextlib.suppress(KeyboardInterrupt):
             stopped.wait()
     finally:

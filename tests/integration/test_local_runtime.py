@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -233,14 +234,20 @@ def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
         text=True,
     )
     lines: list[str] = []
-    try:
+    ready = threading.Event()
+
+    def read_output() -> None:
+        # read to the end: a pipe nobody reads fills up and blocks the process's next write
         assert process.stdout is not None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
+        for line in process.stdout:
             lines.append(line)
             if "Ctrl-C stops" in line:
-                break
+                ready.set()
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(60), "".join(lines)
         endpoint = next(
             re.search(r"http://127\.0\.0\.1:\d+", line).group(0) for line in lines if line.startswith("endpoint")
         )
@@ -258,6 +265,7 @@ def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
         process.send_signal(signal.SIGTERM)
         # stopping drains the pumps and the embedded server: slow when the machine is loaded
         assert process.wait(timeout=180) == 0, "".join(lines)
+        reader.join(10)
 
 
 @pytest.mark.slow
