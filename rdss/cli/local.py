@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 import signal
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +104,16 @@ def run_up(args: argparse.Namespace) -> int:
             console.print(
                 f"vendor {name}: rdss vendor config {name} --env {deployment.environment} --endpoint {endpoint.url}"
             )
-        stopped = threading.Event()
-        # before saying so: whoever reads that line may stop us at once
-        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        # Installed before saying so: whoever reads that line may stop us at once. The handler
+        # only notes the signal, and the main thread polls for it: the kernel may deliver
+        # SIGTERM to any of the runtime's threads, and Python runs handlers only in the main
+        # thread, so one blocked for good (an Event.wait() without timeout) would never see it.
+        received: list[int] = []
+        signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
         console.print("[dim]broker, sequencer, sweep and Firehose are running; Ctrl-C stops[/]")
         with contextlib.suppress(KeyboardInterrupt):
-            stopped.wait()
+            while not received:
+                time.sleep(0.2)
     finally:
         runtime.stop()
         endpoint.stop()
