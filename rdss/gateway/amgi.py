@@ -30,7 +30,7 @@ from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
 from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import GatewayError
-from rdss.gateway.listen import receive_or_wait
+from rdss.gateway.listen import LONGEST_PAUSE, receive_or_wait, settle_failure
 from rdss.gateway.received import Received, ReceiveStats
 from rdss.retry import SPEC_BACKOFF, Backoff
 
@@ -89,22 +89,14 @@ def serve(
                     if received.message_id in acked:
                         continue
                     code, why = result.nacked.get(received.message_id, (None, result.why_unacknowledged()))
-                    if code is not None:
-                        try:
-                            receiver.reject(received, code, why or f"refused with {code}")
-                            handled += 1
-                            continue
-                        except ValueError as error:  # not one of the spec's codes: a plain failure
-                            _log.error("message %s: %s", received.message_id, error)
-                            why = f"nacked with {code!r}, not one of the spec's error codes: {why}"
-                    attempts = receiver.nack(received, why)
-                    if receiver.max_attempts is not None and attempts >= receiver.max_attempts:
-                        handled += 1  # given up on: moved to the error channel
+                    attempts = settle_failure(receiver, received, why, code, why or None)
+                    if attempts is None:
+                        handled += 1  # refused, or given up on: moved
                     else:
                         retrying = max(retrying, attempts, 1)
                 if retrying:  # the spec's backoff before the failed messages come again (up to 30 s)
                     failures += 1
-                    stop.wait(min(30.0, backoff.delay(max(retrying, failures))))
+                    stop.wait(min(LONGEST_PAUSE, backoff.delay(max(retrying, failures))))
                 else:
                     failures = 0
         receiver.commit()

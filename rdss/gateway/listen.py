@@ -19,7 +19,7 @@ from rdss.retry import PATIENT, SPEC_BACKOFF, Backoff
 _log = logging.getLogger(__name__)
 
 #: The longest pause between attempts at a failing message (the spec's doubling is unbounded).
-_LONGEST_PAUSE = 30.0
+LONGEST_PAUSE = 30.0
 
 Handler = Callable[[Received], object]
 
@@ -53,28 +53,25 @@ def listen(
                 break
             continue
         idle_since = receiver.clock()
-        failure: Exception | None = None
         try:
             handler(received)
-        except Rejected as refused:
-            try:
-                receiver.reject(received, refused.error_code, refused.error_description)
-                handled += 1
-                continue
-            except ValueError as error:  # not one of the spec's codes: a failed attempt like any other
-                _log.error("%s: %s refused with %s", receiver.channel, received.message_id, error)
-                failure = refused
         except Exception as error:
-            failure = error
-        if failure is not None:
-            _log.error("%s: the handler failed on %s", receiver.channel, received.message_id, exc_info=failure)
-            failures += 1
-            attempts = receiver.nack(received, failure)
-            if receiver.max_attempts is not None and attempts >= receiver.max_attempts:
-                handled += 1  # given up on: moved to the error channel, the partition moves on
+            refused = error if isinstance(error, Rejected) else None
+            if refused is None:
+                _log.error("%s: the handler failed on %s", receiver.channel, received.message_id, exc_info=error)
+            attempts = settle_failure(
+                receiver,
+                received,
+                error,
+                refused.error_code if refused else None,
+                refused.error_description if refused else None,
+            )
+            if attempts is None:
+                handled += 1  # refused, or given up on: moved, and the partition moves on
                 failures = 0
             else:  # uncounted attempts (no max_attempts) still wait longer each time, up to 30 s
-                stop.wait(min(_LONGEST_PAUSE, backoff.delay(attempts or failures)))
+                failures += 1
+                stop.wait(min(LONGEST_PAUSE, backoff.delay(attempts or failures)))
             continue
         failures = 0
         try:
@@ -90,6 +87,39 @@ def listen(
         handled += 1
     receiver.commit()
     return receiver.stats
+
+
+def settle_failure(
+    receiver: Receiver,
+    received: Received,
+    reason: BaseException | str,
+    code: str | None = None,
+    description: str | None = None,
+) -> int | None:
+    """Settle a message the application did not process - the one rule of :func:`listen` and
+    of the AMGI server (:func:`rdss.gateway.amgi.serve`).
+
+    With ``code`` the message is refused: moved, decorated with ``code`` and ``description``, to
+    that code's channel (:meth:`Receiver.reject`). Without one, or with a code that is not the
+    spec's, it is a failed attempt (:meth:`Receiver.nack`, ``reason`` naming what failed), moved
+    to ``error`` once ``max_attempts`` are used up.
+
+    Returns:
+        None when the message was moved; else the failed attempts so far (0 when the receiver
+        does not count them): it comes again.
+    """
+    if code is not None:
+        try:
+            receiver.reject(received, code, description or f"refused with {code}")
+            return None
+        except ValueError as error:  # not one of the spec's codes: a failed attempt like any other
+            _log.error("%s: %s refused with %s", receiver.channel, received.message_id, error)
+            if isinstance(reason, str):
+                reason = f"refused with {code!r}, not one of the spec's error codes: {reason}"
+    attempts = receiver.nack(received, reason)
+    if receiver.max_attempts is not None and attempts >= receiver.max_attempts:
+        return None
+    return attempts
 
 
 def receive_or_wait(receiver: Receiver, stop: threading.Event) -> Received | None:
