@@ -44,14 +44,17 @@ class InlineBroker:
         # A record decorated already (a consumer's move put on input, as on Kinesis) goes on
         # unchanged to its code's channel, as the broker sends it; the substring test spares
         # every other message a parse.
+        verdict = None
         if b'"errorCode"' in message.payload:
-            carried = carried_error(validate(message.payload, check_expiry=False, size_limit=None))
+            verdict = validate(message.payload, check_expiry=False, size_limit=None)
+            carried = carried_error(verdict)
             if carried is not None:
                 return Outgoing(carried.channel.value, message.payload, message.key, {"errorCode": str(carried)})
         message_type, message_class = message.headers.get("messageType"), message.headers.get("messageClass")
         headers: Mapping[str, str] = message.headers
         if not message_type or not message_class:
-            verdict = validate(message.payload, check_expiry=False, size_limit=None)
+            if verdict is None:  # not read above
+                verdict = validate(message.payload, check_expiry=False, size_limit=None)
             if not verdict.valid or verdict.header is None:
                 rejection = self.rejector.reject(message.payload, verdict)
                 return Outgoing(rejection.channel, rejection.record, message.key, rejection.headers)
