@@ -84,8 +84,11 @@ class Accounting:
 
 def read_channel(runtime: Runtime, channel: str) -> list[bytes]:
     """Every record of a channel, from the start of each shard."""
-    kinesis = runtime.endpoint.client("kinesis")
-    stream = runtime.deployment.stream(channel)
+    return read_stream(runtime.endpoint.client("kinesis"), runtime.deployment.stream(channel))
+
+
+def read_stream(kinesis: Any, stream: str) -> list[bytes]:
+    """Every record of a stream, shard by shard, from the start."""
     found: list[bytes] = []
     for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
         iterator = kinesis.get_shard_iterator(

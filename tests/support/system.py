@@ -17,6 +17,7 @@ from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.retry import Backoff
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import Deployment, Resolved, from_environment
+from tools.accounting import read_stream
 
 FAST_BACKOFF = Backoff(max_retries=3, base=0.001)
 
@@ -54,20 +55,7 @@ class System:
 
     def read(self, channel: str) -> list[bytes]:
         """Every record of a channel, shard by shard, from the start."""
-        kinesis = self.client("kinesis")
-        stream = self.deployment.stream(channel)
-        found: list[bytes] = []
-        for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
-            iterator = kinesis.get_shard_iterator(
-                StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            while iterator:
-                response = kinesis.get_records(ShardIterator=iterator, Limit=1000)
-                found.extend(r["Data"] for r in response["Records"])
-                if not response["Records"]:
-                    break
-                iterator = response.get("NextShardIterator")
-        return found
+        return read_stream(self.client("kinesis"), self.deployment.stream(channel))
 
     # -- processors ----------------------------------------------------------------------------
     def broker(self, *, dynamodb: Any = None, s3: Any = None) -> Broker:
