@@ -1,7 +1,7 @@
 """``rdss trace``: where did message X go? Its timeline, from what the deployment keeps.
 
 An operator's first question in every incident. The answer is read the way
-:mod:`tools.accounting` reads it, from the deployment itself, never from the processors'
+:mod:`rdss.local.accounting` reads it, from the deployment itself, never from the processors'
 own counts:
 
 * the channels (Kinesis keeps 168 hours): every record holding the messageId - the copies

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tools.workload import Workload
+from rdss.workload import Workload
 
 # Processors log and emit metrics through Powertools; in tests that is noise.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")

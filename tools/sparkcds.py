@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.bench.glue import write_archive
+from rdss.bench.glue_archive import write_archive
 
 #: Enough records that every operator of the job runs and is loaded, few enough to take seconds.
 TRAINING_RECORDS = 4_000

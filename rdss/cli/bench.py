@@ -1,13 +1,14 @@
-"""``rdss bench ...``: the benchmarks of the hot paths (``tools/bench`` of a checkout)."""
+"""``rdss bench ...``: the benchmarks of the hot paths (:mod:`rdss.bench`)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from rdss.cli.checkout import tool
 from rdss.cli.common import CommandError, print_json
 
 
@@ -94,7 +95,7 @@ def register(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    reference, validate = tool("bench.reference"), tool("bench.validate")
+    from rdss.bench import reference, validate
 
     _at_least_one(args, "messages")
     location = None
@@ -121,7 +122,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_broker(args: argparse.Namespace) -> int:
     _at_least_one(args, "records", "batch")
-    return _shown(args, tool("bench.broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
+    return _shown(args, _bench("broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
 
 
 def _broker_text(figures: Any) -> Iterator[str]:
@@ -132,7 +133,7 @@ def _broker_text(figures: Any) -> Iterator[str]:
 
 def run_send(args: argparse.Namespace) -> int:
     _at_least_one(args, "messages", "shards")
-    return _shown(args, tool("bench.send").run(args.messages, shards=args.shards, realistic=args.realistic), _send_text)
+    return _shown(args, _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic), _send_text)
 
 
 def _send_text(figures: Any) -> Iterator[str]:
@@ -160,7 +161,7 @@ def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
     """The RabbitMQ benchmarks: message rates, one line each."""
     _at_least_one(args, "messages")
     try:
-        figures = measure(tool("bench.amqp"))
+        figures = measure(_bench("amqp"))
     except RuntimeError as error:
         raise CommandError(str(error)) from error
     return _print_rates(args, figures)
@@ -203,7 +204,7 @@ def _print_rates(args: argparse.Namespace, figures: Any) -> int:
 
 
 def run_glue(args: argparse.Namespace) -> int:
-    glue = tool("bench.glue")
+    from rdss.bench import glue
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
@@ -243,7 +244,8 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_coldstart(args: argparse.Namespace) -> int:
-    coldstart = tool("bench.coldstart")
+    from rdss.bench import coldstart
+
     _at_least_one(args, "rounds")
     figures = coldstart.run(args.rounds)
     if _printed_as_json(args, [f.as_dict() for f in figures]):
@@ -258,3 +260,8 @@ def run_coldstart(args: argparse.Namespace) -> int:
             f"({f.ratio:.2f}x)"
         )
     return 0
+
+
+def _bench(name: str) -> ModuleType:
+    """A benchmark module, imported when its command runs (each pulls in what it measures)."""
+    return importlib.import_module(f"rdss.bench.{name}")

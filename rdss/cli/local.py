@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.checkout import tool
 from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
 
 
@@ -50,7 +49,7 @@ def _quiet_processors(level: str = "WARNING") -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     _quiet_processors("ERROR")  # the report says where every message went, the moves included
-    demo = tool("demo")
+    from rdss.local import demo
 
     if args.messages is not None and not args.messages.is_dir():
         raise CommandError(f"--messages: {args.messages} is not a directory")

@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.checkout import tool
-
 
 def register(commands: Any) -> None:
     tour = commands.add_parser("tour", help="walk through the message model offline (no AWS; from a checkout)")
@@ -19,4 +17,6 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(tool("tour").run(args))
+    from rdss import tour
+
+    return int(tour.run(args))

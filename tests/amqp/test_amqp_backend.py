@@ -23,10 +23,10 @@ from rdss.gateway.amqp.redeliveries import SqliteRedeliveries
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.url import URLError, parse
 from rdss.messages import new_message, serialise
+from rdss.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support.hops import unhopped
 from tests.support.rabbitmq import RabbitMQ
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

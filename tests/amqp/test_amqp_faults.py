@@ -8,9 +8,9 @@ import pytest
 
 from rdss.gateway import Gateway
 from rdss.gateway.amqp import AmqpTransport
+from rdss.workload import Workload
 from tests.amqp.test_amqp_backend import collect
 from tests.support.rabbitmq import TcpProxy
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -18,13 +18,13 @@ from rdss import archive
 from rdss.archiver import Archiver, DirectorySink
 from rdss.bridge import open_bridge
 from rdss.gateway import ChannelMismatch, Gateway, Received
+from rdss.local.accounting import read_archive, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.messages import new_message, reply
+from rdss.workload import Workload
 from tests.amqp.conftest import run_rdss
 from tests.support.traffic import channel_mix
-from tools.accounting import read_archive, read_channel
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,12 @@ from rdss.bridge import Bridge, open_bridge
 from rdss.gateway import Gateway
 from rdss.gateway import memory as memory_backend
 from rdss.messages import serialise
+from rdss.workload import Workload
 from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
 from tests.support.hops import unhopped
 from tests.support.rabbitmq import TcpProxy
 from tests.support.traffic import channel_mix
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

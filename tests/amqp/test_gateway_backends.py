@@ -16,9 +16,9 @@ from rdss import decoration
 from rdss.gateway import Gateway, Outgoing, Received, Rejected
 from rdss.messages import Message
 from rdss.retry import Backoff
+from rdss.workload import Workload
 from tests.support.hops import unhopped
 from tests.support.traffic import channel_mix
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

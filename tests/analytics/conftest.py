@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 
 from glue_jobs import audit_compaction, audit_report, schema
 from rdss import archive
+from rdss.bench.glue_archive import Archive, write_archive
 from stacks.analytics import CURATED_PREFIX, REPORTS_PREFIX
 from tests.analytics.tables import GlueTable, glue_tables, load
-from tools.bench.glue import Archive, write_archive
 
 #: Days of traffic the archive holds, up to today: more than the 30 the dated queries look back.
 DAYS = 40

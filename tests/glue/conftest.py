@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from glue_jobs import audit_compaction
-from tools.bench.glue import Archive, write_archive
+from rdss.bench.glue_archive import Archive, write_archive
 
 
 @pytest.fixture(scope="session")

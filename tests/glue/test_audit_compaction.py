@@ -17,9 +17,9 @@ import pytest
 
 from glue_jobs import audit_compaction, schema
 from rdss import archive
+from rdss.bench.glue_inprocess import compact_in_process
+from rdss.workload import Workload
 from tests.glue.conftest import Compacted, compact
-from tools.bench.glue import compact_in_process
-from tools.workload import Workload
 
 HIVE_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double"}
 

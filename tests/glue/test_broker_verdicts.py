@@ -21,11 +21,12 @@ from pyspark.sql import SparkSession
 
 from glue_jobs import audit_compaction, runtime, schema
 from rdss import archive, decoration
+from rdss.bench.glue_archive import write_archive
+from rdss.bench.glue_inprocess import compact_in_process
 from rdss.errors import ErrorCode
 from rdss.validation import validate
+from rdss.workload import Workload
 from tests.glue.test_audit_compaction import plain, put, read_rows
-from tools.bench.glue import compact_in_process, write_archive
-from tools.workload import Workload
 
 MOMENT = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from glue_jobs import audit_compaction
 from rdss import decoration
 from rdss.errors import ErrorCode
-from tools.workload import Workload
+from rdss.workload import Workload
 
 DESCRIPTIONS = [
     "",  # decorate falls back to the spec's description

@@ -19,7 +19,7 @@ from glue_jobs import audit_compaction, audit_report, schema
 from rdss import decoration
 from rdss.errors import ErrorCode
 from rdss.messages import failure_reply
-from tools.workload import Workload
+from rdss.workload import Workload
 
 #: Records as :func:`audit_compaction.locate` gives them: the curated columns and the ones the rules read.
 LOCATED = [

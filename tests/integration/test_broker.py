@@ -12,9 +12,9 @@ import pytest
 from rdss import decoration, history
 from rdss.messages import new_message, reply
 from rdss.sequences import split
+from rdss.workload import Workload
 from tests.conftest import invalid_examples
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ import pytest
 from rdss import decoration
 from rdss.messages import failure_reply
 from rdss.rejection import Rejector
+from rdss.workload import Workload
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss.workload import Workload
 from tests.support.faults import Proxy, client_error, partial_put_records
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

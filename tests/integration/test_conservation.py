@@ -22,14 +22,14 @@ import pytest
 from rdss import decoration
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
+from rdss.local.accounting import Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.retry import Backoff
 from rdss.sequences import split
+from rdss.workload import Workload
 from tests.support.faults import Proxy, client_error, partial_put_records
-from tools.accounting import Input, account, read_channel
-from tools.workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

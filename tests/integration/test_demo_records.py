@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from rdss.cli import main
+from rdss.workload import Workload
 from tests.support.mutations import mutations
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

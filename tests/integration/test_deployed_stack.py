@@ -23,9 +23,9 @@ import pytest
 
 from rdss.local.emulator import Endpoint, empty_bucket
 from rdss.topology import RDSS, Deployment, from_environment
+from rdss.workload import Workload
 from tests.support import cloudformation
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 

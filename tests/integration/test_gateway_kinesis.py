@@ -15,10 +15,10 @@ from rdss.gateway import MessageRefused, RequestFailed, SendFailed, select
 from rdss.gateway.checkpoints import SHARD_END, TRIM_HORIZON, DynamoLeaseStore, Lease
 from rdss.local.emulator import wait_active
 from rdss.messages import new_message, reply
+from rdss.workload import Workload
 from tests.support.faults import Proxy, partial_put_records
 from tests.support.gateway_system import open_gateway, vendor_table
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

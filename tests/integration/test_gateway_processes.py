@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss.workload import Workload
 from tests.support.gateway_system import process_environment
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from rdss.gateway import Gateway
 from rdss.gateway.backend import state_directory
 from rdss.gateway.url import URLError
 from rdss.repository import RECEIVED, SENT
+from rdss.workload import Workload
 from tests.support.gateway_system import FAST, gateway_url, vendor_table
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

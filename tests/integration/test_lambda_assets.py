@@ -16,10 +16,10 @@ import pytest
 from rdss.local.events import esm_event
 from rdss.sequences import split
 from rdss.topology import RDSS
+from rdss.workload import Workload
 from stacks import lambda_python
 from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, built
 from tests.support.system import System
-from tools.workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -191,7 +191,7 @@ def test_the_firehose_bridge_commits_positions_only_after_delivery(system: Syste
 
 
 def test_local_demo_follows_the_report_contract(endpoint: Endpoint, tmp_path: Path):
-    from tools import demo
+    from rdss.local import demo
 
     messages = tmp_path / "messages"
     messages.mkdir()
@@ -275,8 +275,8 @@ def test_local_demo_runs_the_glue_jobs_on_the_archive(endpoint: Endpoint, tmp_pa
             "the Glue jobs run on local Spark over files whatever the endpoint (minutes of CPU): run by the moto "
             "suite; the archive they read is checked on this endpoint by test_local_demo_follows_the_report_contract"
         )
-    from tools import demo
-    from tools.workload import Workload
+    from rdss.local import demo
+    from rdss.workload import Workload
 
     messages = tmp_path / "messages"
     messages.mkdir()

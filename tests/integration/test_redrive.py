@@ -14,12 +14,12 @@ import orjson
 import pytest
 
 from rdss.cli import main
+from rdss.local.accounting import Input, account
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.redrive import Redriver
+from rdss.workload import Workload
 from tests.support.faults import Proxy, client_error
-from tools.accounting import Input, account
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

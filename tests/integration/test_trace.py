@@ -20,7 +20,7 @@ from rdss.gateway.backend import state_directory
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.repository.sqlite import SqliteRepository
-from tools.workload import Workload
+from rdss.workload import Workload
 
 pytestmark = pytest.mark.integration
 

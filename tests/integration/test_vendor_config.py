@@ -20,15 +20,15 @@ from rdss import decoration
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
 from rdss.gateway.url import URLError, parse
+from rdss.local.accounting import read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendors import LocalVendor
 from rdss.repository.dynamodb import create_table
 from rdss.retry import Backoff
 from rdss.vendors import VendorAccess
+from rdss.workload import Workload
 from tests.support.iam import CallRecorder, allowed
-from tools.accounting import read_channel
-from tools.workload import Workload
 
 pytestmark = pytest.mark.integration
 

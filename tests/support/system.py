@@ -11,13 +11,13 @@ from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
+from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.retry import Backoff
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import Deployment, Resolved, from_environment
-from tools.accounting import read_stream
 
 FAST_BACKOFF = Backoff(max_retries=3, base=0.001)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rdss.messages import Message
 from rdss.topology import RDSS
-from tools.workload import Workload
+from rdss.workload import Workload
 
 
 def routes_to(message: Message, channel: str) -> bool:

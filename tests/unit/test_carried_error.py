@@ -15,7 +15,7 @@ from rdss.gateway.inline_broker import InlineBroker
 from rdss.messages import failure_reply
 from rdss.rejection import Rejector
 from rdss.validation import carried_error, validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 
 def _carried(payload: bytes) -> ErrorCode | None:

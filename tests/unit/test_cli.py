@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from rdss.cli import main
+from rdss.workload import Workload
 from tests.conftest import EXAMPLES
-from tools.workload import Workload
 
 VALID = EXAMPLES / "valid" / "metadata-create-event.json"
 INVALID = EXAMPLES / "invalid" / "GENERR010-message-id-upper-case.json"

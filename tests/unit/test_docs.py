@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from glue_jobs import schema as glue_schema
-from rdss import bridge, messages, schemas, skeletons, validation
+from rdss import bridge, messages, schemas, skeletons, validation, workload
+from rdss.bench import reference
 from rdss.gateway.amqp import naming
+from rdss.local import demo
 from rdss.topology import RDSS
 from tests.support import suites
-from tools import demo, diagram, workload
-from tools.bench import reference
+from tools import diagram
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -136,9 +137,9 @@ def test_the_message_type_recipe_names_every_place_the_type_list_lives() -> None
         "rdss/topology.py",
         "rdss/skeletons.py",
         "glue_jobs/schema.py",
-        "tools/workload.py",
-        "tools/demo.py",
-        "tools/bench/reference.py",
+        "rdss/workload.py",
+        "rdss/local/demo.py",
+        "rdss/bench/reference.py",
         "schemas/model/enumerations.json",
     ):
         assert path in named

@@ -16,8 +16,8 @@ from rdss.cli import main
 from rdss.gateway import Gateway, select
 from rdss.gateway import memory as memory_backend
 from rdss.messages import reply
+from rdss.workload import Workload
 from tests.conftest import EXAMPLES
-from tools.workload import Workload
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from rdss.repository.entries import RECEIVED, SENT, TO_SEND
 from rdss.retry import Backoff
 from rdss.sequences import split
 from rdss.validation import validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 FAST = Backoff(max_retries=3, base=0.001)
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rdss import history
 from rdss.sequences import join, split
 from rdss.validation import validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 BROKER = history.Hop("rdss-dev-broker", "ip-10-0-0-1.eu-west-2.compute.internal", "2026-11-21T09:14:03.120Z")
 SEQUENCER = history.Hop("rdss-dev-sequencer", "10.0.0.2", "2026-11-21T09:14:03.480Z")

@@ -13,8 +13,8 @@ from rdss.gateway import Gateway
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.inline_broker import InlineBroker
+from rdss.workload import Workload
 from tests.support.hops import unhopped
-from tools.workload import Workload
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from rdss import __version__
 from rdss.logs import LogSettings, configure, message_fields, parse_address
+from rdss.workload import Workload
 from tests.support.syslog import fake_syslog, parse
-from tools.workload import Workload
 
 
 def test_syslog_lines_go_to_the_socket_and_pass_a_strict_parser():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rdss.gateway.amqp import mosaic
 from rdss.messages import serialise
 from rdss.validation import validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 _TEXT = st.text(max_size=12)
 _JSON = st.recursive(

@@ -2,7 +2,7 @@
 
 The reference is what every consumer of the published RDSS 3.0.2 schemas runs: ``jsonschema``'s
 Draft4Validator with its FormatChecker over the published (draft-04) schemas
-(:mod:`tools.bench.reference`). Where the reference rejects a message the classifier must reject
+(:mod:`rdss.bench.reference`). Where the reference rejects a message the classifier must reject
 it too - else the broker routes what consumers refuse - and where the reference accepts one the
 classifier must accept it, except for the deliberate differences named below, each with its
 reason. A disagreement nothing below explains fails the test.
@@ -30,12 +30,12 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from rdss import schemas
+from rdss.bench.reference import candidate_locations, default_location, reference_validator
 from rdss.messages import failure_reply
 from rdss.sequences import split
 from rdss.validation import Verdict, validate
+from rdss.workload import Workload
 from tests.conftest import valid_examples
-from tools.bench.reference import candidate_locations, default_location, reference_validator
-from tools.workload import Workload
 
 # -- the reference ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rdss.messages import new_message
 from rdss.sequences import Reassembler, SequenceError, join, split
 from rdss.validation import validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 # JSON bodies with everything that makes byte counting hard: multi-byte characters, characters
 # that need escaping, control characters, quotes and backslashes.

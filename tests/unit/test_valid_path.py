@@ -16,7 +16,7 @@ from rdss import schemas, validation
 from rdss.messages import failure_reply
 from rdss.sequences import split
 from rdss.validation import _Classifier, _validator, validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 # within 64 bits: orjson serialises no wider
 _json = st.recursive(

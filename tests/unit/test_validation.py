@@ -13,7 +13,7 @@ from rdss.errors import ChannelKind, ErrorCode
 from rdss.messages import failure_reply, new_message
 from rdss.sequences import split
 from rdss.validation import validate, validate_message
-from tools.workload import Workload
+from rdss.workload import Workload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

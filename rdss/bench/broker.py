@@ -19,7 +19,7 @@ import orjson
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
 from rdss.topology import Deployment, from_environment
-from tools.workload import Workload
+from rdss.workload import Workload
 
 _DATA_PLANE = {
     "PutRecords",

@@ -20,7 +20,7 @@ from rich.table import Table
 from rdss import decoration
 from rdss.sequences import Reassembler, split
 from rdss.validation import validate
-from tools.workload import Workload
+from rdss.workload import Workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "messages"
 

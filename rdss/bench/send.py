@@ -17,7 +17,7 @@ import orjson
 
 from rdss.messages import Message
 from rdss.topology import Deployment
-from tools.workload import Workload
+from rdss.workload import Workload
 
 
 @dataclass(frozen=True)

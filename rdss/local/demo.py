@@ -27,13 +27,13 @@ from rich.console import Console
 from rich.table import Table
 
 from rdss import messages
+from rdss.local.accounting import Accounting, Input, account
 from rdss.local.emulator import Endpoint, connect
 from rdss.local.runtime import Runtime, Settings
 from rdss.sequences import split
-from tools.accounting import Accounting, Input, account
-from tools.workload import Workload
+from rdss.workload import Workload
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "messages"
 GLUE_JOBS = ROOT / "glue_jobs"
 

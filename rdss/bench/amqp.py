@@ -36,7 +36,7 @@ from urllib.parse import urlencode
 import orjson
 
 from rdss.messages import Message
-from tools.workload import Workload
+from rdss.workload import Workload
 
 
 @dataclass

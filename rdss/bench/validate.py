@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
+from rdss.bench import rate
+from rdss.bench.reference import reference_validator
 from rdss.validation import validate
-from tools.bench import rate
-from tools.bench.reference import reference_validator
-from tools.workload import Workload
+from rdss.workload import Workload
 
 
 @dataclass(frozen=True)
