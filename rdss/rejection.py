@@ -11,6 +11,12 @@ the broker, the sequencer and its sweep, the bridge, every gateway backend's con
   Claim Check: the payload is kept in a :class:`ClaimChecks` store and the channel carries a
   small decorated pointer to it (encoding, location, size, SHA-256).
 
+Who moved a record: the broker, the sequencer and the sweep keep the partition key of the
+record they reject (the input record's, the sequence id); a consumer's move - a gateway
+receiver's, put by the consumer itself on ``invalid`` or ``error`` (vendor roles may write those
+two channels and ``input``, nothing else) - is keyed :func:`moved_key` of its consumer group, so
+the archive, ``rdss trace`` and the accounting tell the two apart without guessing from a header.
+
 Who keeps claim checks: the processors keep them in the deployment's ``errors`` bucket
 (:class:`S3ClaimChecks`); a gateway on Kinesis, which has no bucket of the deployment's, keeps
 them in a directory of its own host (:class:`DirectoryClaimChecks`). Transports without a
@@ -34,6 +40,29 @@ from rdss.validation import Verdict
 
 #: Where a claim-checked payload goes under a store's root: one folder a day, named by content.
 CLAIM_CHECK_PREFIX = "claim-check"
+#: The partition key of a consumer's move starts with this, then names the consumer group.
+MOVED_PREFIX = "moved:"
+
+
+def moved_key(group: str | None) -> str:
+    """The partition key a consumer's move is put with: ``moved:<consumer group>``."""
+    return f"{MOVED_PREFIX}{group or ''}"
+
+
+def rejected_key(partition_key: str, fallback: str) -> str:
+    """The partition key a processor's own rejection is put with: the rejected record's, unless
+    the producer chose one that would read as a consumer's move (``moved:...``), then
+    ``fallback`` (the record's identity) - no producer can make the broker's verdict look like a
+    consumer's."""
+    return fallback if partition_key.startswith(MOVED_PREFIX) else partition_key
+
+
+def moved_by(partition_key: str | None) -> str | None:
+    """The consumer group that moved a record of ``invalid``/``error``, from its partition key;
+    None for a record the broker, the sequencer or the sweep rejected."""
+    if partition_key is None or not partition_key.startswith(MOVED_PREFIX):
+        return None
+    return partition_key.removeprefix(MOVED_PREFIX)
 
 
 class ClaimCheckUnavailable(RuntimeError):

@@ -118,30 +118,6 @@ def validate_message(message: dict[str, Any], *, now: datetime | None = None, ch
     return _Classifier(b"", now, check_expiry, None).classify(message)
 
 
-def carried_error(verdict: Verdict) -> ErrorCode | None:
-    """The errorCode a record arrives with when it was already decorated for the invalid or
-    error channel - a consumer's move, put on ``input`` because that is the only channel a
-    vendor may write (decorated in place, or the wrapper and claim-check forms of
-    :mod:`rdss.decoration`). The broker sends such a record, unchanged, to that code's channel
-    instead of judging it again: re-classifying would route a decorated valid message to its
-    Data Type Channel, or decorate an invalid one a second time.
-
-    None when the header carries no errorCode of the spec's, and for a failure reply (a valid
-    Document answering a request, with correlationId: :func:`rdss.messages.failure_reply`),
-    which is a message and routes as a reply. A decorated ordinary reply is not valid as one: its
-    body is a Document's where a failure reply carries its request's.
-    """
-    header = verdict.header
-    if header is None:
-        return None
-    code = header.get("errorCode")
-    if type(code) is not str or code not in ErrorCode.__members__:
-        return None
-    if verdict.valid and header.get("messageClass") == "Document" and header.get("correlationId"):
-        return None
-    return ErrorCode(code)
-
-
 # The whole-message validator by (messageType, messageClass, is part); None marks a pair the
 # system does not support. Filled on first use, so a Lambda compiles only what it meets.
 _VALIDATORS: dict[tuple[Any, Any, bool], jsonschema_rs.Validator | None] = {}

@@ -7,9 +7,10 @@ Per batch (one shard's records):
    record itself for invalid ones, whose ids cannot be trusted) - duplicates stop here;
 3. send: whole valid messages to their routed channel (replies to their request's
    returnAddress), sequence parts to the ``sequence`` channel keyed by sequence id, invalid
-   and error messages, decorated with errorCode/errorDescription, to ``invalid``/``error``;
-   a record that arrives already decorated (a gateway consumer's move: vendors write
-   ``input`` only, so their moves enter here too) goes unchanged to its code's channel;
+   and error messages, decorated with errorCode/errorDescription, to ``invalid``/``error``
+   (whatever optional fields a header carries: a valid message with errorCode and
+   errorDescription is routed like any other; consumers put their moves on ``invalid`` and
+   ``error`` themselves, keyed ``moved:<group>``, never through here);
 4. record in the batch ledger which records' outputs were delivered, then ack them.
 
 Bad input is never nacked: a poison message goes to the invalid or error channel and the
@@ -28,14 +29,14 @@ from typing import Any
 from rdss import history
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
-from rdss.errors import ErrorCode
 from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.redrive import redriven_record
+from rdss.rejection import rejected_key
 from rdss.repository.dynamodb import Claim, ClaimOutcome
 from rdss.repository.entries import RECEIVED, record_id, record_key
-from rdss.validation import Verdict, carried_error, validate
+from rdss.validation import Verdict, validate
 
 
 @dataclass(eq=False)  # items are compared by identity: each is one stream record
@@ -48,8 +49,6 @@ class _Item:
     partition_key: str
     verdict: Verdict
     key: str
-    #: The code of a record that arrived decorated already (rdss.validation.carried_error).
-    carried: ErrorCode | None
     header: dict[str, Any]
     outcome: str = ""
     outputs: list[dict[str, Any]] = field(default_factory=list)
@@ -105,16 +104,11 @@ class Broker(Processor):
         record = original or record_id(binding.get("shard_id", ""), event["id"])
         verdict = validate(payload, now=now)
         header = verdict.header or {}
-        carried = carried_error(verdict)
-        # An invalid record's messageId cannot be trusted: it is claimed as the record itself.
-        # So is a record moved by a consumer: it shares its messageId with the message the broker
-        # routed before (claimed by id, it would be dropped as a duplicate of it), and claimed as
-        # a record a redelivery of it is still not moved twice.
-        by_id = verdict.valid and carried is None
-        key = header["messageId"] if by_id else record_key(record)
+        # an invalid record's messageId cannot be trusted: it is claimed as the record itself
+        key = header["messageId"] if verdict.valid else record_key(record)
         if original is not None:  # outputs keyed as producers key them, not by the redrive key
-            partition_key = key if by_id else original
-        return _Item(event["id"], record, payload, partition_key, verdict, key, carried, header)
+            partition_key = key if verdict.valid else original
+        return _Item(event["id"], record, payload, partition_key, verdict, key, header)
 
     # -- 2. claim ------------------------------------------------------------------------------
     def _claim(self, items: list[_Item], ledger: str, tally: Tally) -> None:
@@ -125,7 +119,7 @@ class Broker(Processor):
                 item.outcome = "duplicate"
                 continue
             first[item.key] = item
-            claims[item.key] = Claim(item.key, item.record, _claim_attributes(item.verdict, item.carried))
+            claims[item.key] = Claim(item.key, item.record, _claim_attributes(item.verdict))
         self.ldr.claim(list(claims.values()), ledger=ledger)
         for key, claim in claims.items():
             item = first[key]
@@ -142,30 +136,13 @@ class Broker(Processor):
     # -- 3. plan and deliver -------------------------------------------------------------------
     def _plan_outputs(self, items: list[_Item], now: datetime, tally: Tally) -> None:
         pending = [i for i in items if not i.outcome and i.failure is None]
-        routed = [i for i in pending if i.carried is None and i.verdict.valid and not i.verdict.is_part]
-        replies = [i for i in routed if self._is_reply(i)]
+        replies = [i for i in pending if i.verdict.valid and not i.verdict.is_part and self._is_reply(i)]
         addresses = self._return_addresses(replies)
         is_reply = set(map(id, replies))
         hop = history.hop(self.machine_id, now=now)
         for item in pending:
             verdict = item.verdict
-            if item.carried is not None:
-                # decided by the consumer that moved it: sent on as it is, decorated already
-                channel = item.carried.channel.value
-                item.outcome = channel
-                item.outputs.append(self.send_to(channel, item.payload, item.partition_key))
-                tally.add("code", str(item.carried))
-                logger.warning(
-                    f"message moved to {channel} by a consumer",
-                    extra=message_fields(
-                        item.header,
-                        channel,
-                        errorCode=item.carried,
-                        errorDescription=item.header.get("errorDescription"),
-                        record=item.record,
-                    ),
-                )
-            elif not verdict.valid:
+            if not verdict.valid:
                 try:
                     rejection = self.rejector.reject(item.payload, verdict, now=now)
                 except Exception as error:  # no claim check could be kept: retry rather than drop
@@ -173,7 +150,8 @@ class Broker(Processor):
                     item.failure = f"the rejected record could not be kept ({error}); retry"
                     continue
                 item.outcome = rejection.channel
-                item.outputs.append(self.send_to(rejection.channel, rejection.record, item.partition_key))
+                key = rejected_key(item.partition_key, record_key(item.record))
+                item.outputs.append(self.send_to(rejection.channel, rejection.record, key))
                 tally.add("code", str(rejection.code))
                 logger.warning(
                     f"message moved to {rejection.channel}",
@@ -230,10 +208,8 @@ class Broker(Processor):
         return {key: item["returnAddress"] for key, item in requests.items() if item.get("returnAddress")}
 
 
-def _claim_attributes(verdict: Verdict, carried: ErrorCode | None = None) -> dict[str, Any]:
+def _claim_attributes(verdict: Verdict) -> dict[str, Any]:
     """What the Local Data Repository keeps for a message (the spec's minimum, and more)."""
-    if carried is not None:
-        return {"status": RECEIVED, "errorCode": str(carried)}
     header = verdict.header if verdict.valid else None
     if header is None:
         return {"status": RECEIVED, "errorCode": str(verdict.error_code)}

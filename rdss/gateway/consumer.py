@@ -61,7 +61,7 @@ from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, Transpor
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.logs import message_fields
-from rdss.rejection import Rejector
+from rdss.rejection import Rejector, moved_key
 from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler, SequenceError, stale
 from rdss.validation import Verdict, validate, validate_message
@@ -92,6 +92,7 @@ class Receiver:
         repository: Repository,
         *,
         publish: Publish,
+        group: str | None = None,
         rejector: Rejector | None = _UNLIMITED,
         move_invalid: bool = True,
         max_attempts: int | None = MAX_ATTEMPTS,
@@ -109,6 +110,8 @@ class Receiver:
         self.channel = consumer.channel
         self.repository = repository
         self.publish = publish
+        #: The consumer group: its moves are keyed ``moved:<group>`` (:func:`rdss.rejection.moved_key`).
+        self.group = group
         #: How records that will not be delivered are moved; None: logged and settled instead
         #: (a receiver of the invalid or error channel itself, so nothing loops).
         self.rejector = rejector
@@ -523,8 +526,10 @@ class Receiver:
                     _log.error("%s: record %s (%s) could not be moved: %s", self.channel, delivery.id, code, error)
                     unmoved.append(delivery)
                     continue
-                key = delivery.key or delivery.id
-                moving.append((delivery, Outgoing(rejection.channel, rejection.record, key, rejection.headers)))
+                # put on invalid/error by this consumer itself, keyed as its move: never through
+                # input, where the broker judges producers' messages by their content alone
+                outgoing = Outgoing(rejection.channel, rejection.record, moved_key(self.group), rejection.headers)
+                moving.append((delivery, outgoing))
             outcomes = self.publish([outgoing for _, outgoing in moving]) if moving else []
             for outcome, (delivery, outgoing) in zip(outcomes, moving, strict=True):
                 if outcome.ok:

@@ -174,11 +174,13 @@ class Gateway:
                 ``error`` channel (GENERR009) so the partition moves on. The count is kept with
                 the group's state and survives a restart. None: retried for ever.
         """
-        consumer = self.transport.consumer(channel, group=group or self.application, start=start)
+        group = group or self.application
+        consumer = self.transport.consumer(channel, group=group, start=start)
         return Receiver(
             consumer,
             self.repository,
             publish=self._publish,
+            group=group,
             rejector=None if channel in _ERROR_CHANNELS else self.rejector,
             # on a brokered deployment the broker moves what is invalid on input
             move_invalid=not (channel == "input" and self.url.scheme in _BROKERED),

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rdss.gateway.backend import Outgoing
-from rdss.rejection import Rejection, Rejector
+from rdss.rejection import Rejection, Rejector, rejected_key
 from rdss.topology import RDSS, Topology
-from rdss.validation import carried_error, validate
+from rdss.validation import validate
 
 #: Where producers publish; the broker function routes what arrives there.
 INPUT = "input"
@@ -32,32 +32,24 @@ class InlineBroker:
     def route(self, message: Outgoing) -> Outgoing:
         """The message as it travels on: one sent to ``input`` goes to the channel the topology's
         content-based routes name for it (MetadataCreate -> metadata, a Document answering a
-        Read -> responses), an invalid one decorated to ``invalid`` or ``error``, one decorated
-        already (:func:`rdss.validation.carried_error`) as it is to its code's channel; a message
-        sent to any other channel goes there as it is.
+        Read -> responses), an invalid one decorated to ``invalid`` or ``error``; a message
+        sent to any other channel goes there as it is. Only the classifier judges: a valid
+        message whose header carries errorCode and errorDescription is routed like any other
+        (a consumer's move is published to ``invalid`` or ``error`` itself, not to ``input``).
 
         The gateway's sender classified what it sends and says its messageType and messageClass
         in the headers; only a message without them is classified here.
         """
         if message.channel != INPUT:
             return message
-        # A record decorated already (a consumer's move put on input, as on Kinesis) goes on
-        # unchanged to its code's channel, as the broker sends it; the substring test spares
-        # every other message a parse.
-        verdict = None
-        if b'"errorCode"' in message.payload:
-            verdict = validate(message.payload, check_expiry=False, size_limit=None)
-            carried = carried_error(verdict)
-            if carried is not None:
-                return Outgoing(carried.channel.value, message.payload, message.key, {"errorCode": str(carried)})
         message_type, message_class = message.headers.get("messageType"), message.headers.get("messageClass")
         headers: Mapping[str, str] = message.headers
         if not message_type or not message_class:
-            if verdict is None:  # not read above
-                verdict = validate(message.payload, check_expiry=False, size_limit=None)
+            verdict = validate(message.payload, check_expiry=False, size_limit=None)
             if not verdict.valid or verdict.header is None:
                 rejection = self.rejector.reject(message.payload, verdict)
-                return Outgoing(rejection.channel, rejection.record, message.key, rejection.headers)
+                key = rejected_key(message.key, f"input:{message.key}")
+                return Outgoing(rejection.channel, rejection.record, key, rejection.headers)
             message_type, message_class = verdict.header["messageType"], verdict.header["messageClass"]
             headers = {**headers, "messageType": message_type, "messageClass": message_class}
         found = self.topology.route(message_type, message_class)

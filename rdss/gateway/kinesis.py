@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from botocore.config import Config
@@ -25,8 +25,6 @@ from rdss.aws import CLIENT_CONFIG, assumed_session
 from rdss.aws import client as aws_client
 from rdss.gateway.backend import (
     Backend,
-    Outcome,
-    Outgoing,
     Settings,
     TransportError,
     local_data_repository,
@@ -49,9 +47,6 @@ _log = logging.getLogger(__name__)
 #: the gateway builds every request itself, and validating a 100-item TransactWriteItems or a
 #: 500-record PutRecords in Python cost a quarter of a batch send's time.
 GATEWAY_CLIENT_CONFIG = CLIENT_CONFIG.merge(Config(parameter_validation=False))
-
-#: The channels a receiver moves records to; on Kinesis those moves travel through ``input``.
-_MOVED_TO = frozenset({"invalid", "error"})
 
 #: GetRecords refusals that mean "not now" (5 reads/s/shard): an empty read, retried next poll.
 _READ_THROTTLED = frozenset(
@@ -192,19 +187,6 @@ class KinesisTransport(LogTransport):
         self.deployment = deployment
         self.kinesis = kinesis
         self.dynamodb = dynamodb
-
-    def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
-        """Publish; a consumer's move to ``invalid`` or ``error`` (a decorated record, its code in
-        the headers) is put on ``input`` instead. A vendor's role may write no other channel, and
-        what enters through ``input`` is archived (the Audit Log); the broker recognises the
-        decoration and sends the record on, unchanged, to its code's channel
-        (:func:`rdss.validation.carried_error`)."""
-        return super().publish([self._entry(m) for m in messages])
-
-    def _entry(self, message: Outgoing) -> Outgoing:
-        if message.channel in _MOVED_TO and "errorCode" in message.headers:
-            return Outgoing(self.entry_channel, message.payload, message.key, message.headers)
-        return message
 
     def address(self, channel: str) -> str:
         override = self.settings.channels.get(channel)

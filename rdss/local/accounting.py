@@ -87,9 +87,23 @@ def read_channel(runtime: Runtime, channel: str) -> list[bytes]:
     return read_stream(runtime.endpoint.client("kinesis"), runtime.deployment.stream(channel))
 
 
+@dataclass(frozen=True)
+class StreamRecord:
+    """One record of a stream: its data and the partition key it was put with (which tells a
+    consumer's move, ``moved:<group>``, from the broker's rejections: :func:`rdss.rejection.moved_by`)."""
+
+    partition_key: str
+    data: bytes
+
+
 def read_stream(kinesis: Any, stream: str) -> list[bytes]:
     """Every record of a stream, shard by shard, from the start."""
-    found: list[bytes] = []
+    return [record.data for record in read_stream_records(kinesis, stream)]
+
+
+def read_stream_records(kinesis: Any, stream: str) -> list[StreamRecord]:
+    """Every record of a stream with its partition key, shard by shard, from the start."""
+    found: list[StreamRecord] = []
     for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
         iterator = kinesis.get_shard_iterator(
             StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
@@ -98,7 +112,7 @@ def read_stream(kinesis: Any, stream: str) -> list[bytes]:
             response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
             if not response["Records"]:
                 break
-            found.extend(r["Data"] for r in response["Records"])
+            found.extend(StreamRecord(r["PartitionKey"], r["Data"]) for r in response["Records"])
             iterator = response.get("NextShardIterator")
     return found
 

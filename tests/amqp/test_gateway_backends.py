@@ -14,6 +14,7 @@ import pytest
 
 from rdss import decoration
 from rdss.gateway import Gateway, Outgoing, Received, Rejected
+from rdss.gateway.backend import Delivery
 from rdss.messages import Message
 from rdss.retry import Backoff
 from rdss.workload import Workload
@@ -76,16 +77,22 @@ QUICK = Backoff(max_retries=10, base=0.01)
 def records(url: str, channel: str, count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
     """The first ``count`` records of ``channel`` as they are (decorated, even unparseable ones
     wrapped), read with a consumer group of their own."""
+    return [orjson.loads(d.payload) for d in deliveries(url, channel, count, timeout)]
+
+
+def deliveries(url: str, channel: str, count: int, timeout: float = 20.0) -> list[Delivery]:
+    """The first ``count`` deliveries of ``channel`` (payload and key), read with a consumer
+    group of their own; fewer when no more arrive within ``timeout``."""
     with Gateway(url, application="operator") as operator:
         consumer = operator.transport.consumer(channel, group=f"audit-{uuid.uuid4().hex[:6]}", start="earliest")
-        found: list[dict[str, Any]] = []
+        found: list[Delivery] = []
         deadline = time.monotonic() + timeout
         try:
             while len(found) < count and time.monotonic() < deadline:
-                deliveries = consumer.poll(100, wait=0.2)
-                found.extend(orjson.loads(d.payload) for d in deliveries)
-                consumer.settle(deliveries)
-                if not deliveries:
+                polled = consumer.poll(100, wait=0.2)
+                found.extend(polled)
+                consumer.settle(polled)
+                if not polled:
                     time.sleep(0.1)
         finally:
             consumer.close()
@@ -172,6 +179,37 @@ def test_a_malformed_message_id_written_straight_onto_a_data_channel_is_moved_to
     assert moved["messageHeader"]["errorCode"] == "GENERR010"
     assert "messageId" in moved["messageHeader"]["errorDescription"]
     assert decoration.original(orjson.dumps(moved)) == payload
+
+
+def test_error_fields_do_not_make_a_move_and_a_consumer_s_move_lands_in_invalid_once(gateway_url):
+    """A valid message whose header carries errorCode and errorDescription (optional fields of any
+    message) reaches its Data Type Channel; a record the consumer cannot accept is moved by the
+    consumer itself to invalid - decorated once, keyed ``moved:<its group>`` - and nowhere else."""
+    workload = Workload(36)
+    fixed = workload.message("MetadataCreate", "Event")
+    fixed["messageHeader"]["errorCode"] = "GENERR001"
+    fixed["messageHeader"]["errorDescription"] = "messageBody.objectTitle: missing (fixed since)"
+    broken = workload.message("MetadataCreate", "Event")
+    broken["messageHeader"]["messageId"] = "not-a-uuid"
+    payload = orjson.dumps(broken)
+    headers = {"messageId": "not-a-uuid", "messageType": "MetadataCreate", "messageClass": "Event"}
+    subscribe(gateway_url, "repository")
+    with Gateway(gateway_url, application="producer") as producer:
+        producer.send(fixed)  # to input: routed by its content
+    with Gateway(gateway_url, application="repository") as repository:
+        [outcome] = repository.transport.publish([Outgoing("metadata", payload, "k", headers)])
+        assert outcome.ok
+        handled: list[Received] = []
+        stats = repository.listen("metadata", handled.append, idle_timeout=3, poll_interval=0.05)
+    assert [r.message_id for r in handled] == [fixed["messageHeader"]["messageId"]]
+    assert handled[0].message["messageHeader"]["errorCode"] == "GENERR001"
+    assert stats.delivered == 1  # (amqp:// moves it before the receiver counts it)
+    moved = deliveries(gateway_url, "invalid", 2, timeout=5)  # one, and no second within 5 s
+    assert len(moved) == 1
+    assert moved[0].key == "moved:repository"
+    assert orjson.loads(moved[0].payload)["messageHeader"]["errorCode"] == "GENERR010"
+    assert decoration.original(moved[0].payload) == payload  # decorated once: the original inside
+    assert deliveries(gateway_url, "error", 1, timeout=1) == []
 
 
 def test_applications_refuse_messages_with_their_own_codes(gateway_url):

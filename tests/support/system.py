@@ -11,7 +11,7 @@ from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.broker import Broker
-from rdss.local.accounting import read_stream
+from rdss.local.accounting import StreamRecord, read_stream, read_stream_records
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping
 from rdss.putrecords import PutRecordsBatcher, Record
@@ -56,6 +56,10 @@ class System:
     def read(self, channel: str) -> list[bytes]:
         """Every record of a channel, shard by shard, from the start."""
         return read_stream(self.client("kinesis"), self.deployment.stream(channel))
+
+    def records(self, channel: str) -> list[StreamRecord]:
+        """Every record of a channel with its partition key (a consumer's move: ``moved:<group>``)."""
+        return read_stream_records(self.client("kinesis"), self.deployment.stream(channel))
 
     # -- processors ----------------------------------------------------------------------------
     def broker(self, *, dynamodb: Any = None, s3: Any = None) -> Broker:

@@ -70,3 +70,22 @@ def test_on_the_memory_bus_input_is_kept_as_sent_and_routed_to_its_channel(bus_n
         assert received is not None
         assert unhopped(received.message) == (message, ["producer"])
         inbox.ack(received)
+
+
+def test_error_fields_in_a_header_route_by_content_and_no_producer_key_reads_as_a_move():
+    """errorCode and errorDescription are optional header fields: a valid message carrying them is
+    routed to its Data Type Channel; an invalid one is rejected by the classifier's verdict, never
+    keyed as a consumer's move whatever key its producer chose."""
+    broker = InlineBroker()
+    message = Workload(3).message("VocabularyPatch", "Event")
+    message["messageHeader"]["errorCode"] = "GENERR001"
+    message["messageHeader"]["errorDescription"] = "was invalid once"
+    payload = orjson.dumps(message)
+    routed = broker.route(Outgoing("input", payload, "k"))
+    assert (routed.channel, routed.payload) == ("vocabulary", payload)
+    message["messageHeader"]["messageId"] = "not-a-uuid"
+    broken = orjson.dumps(message)
+    rejected = broker.route(Outgoing("input", broken, "moved:impostor"))
+    assert (rejected.channel, rejected.headers) == ("invalid", {"errorCode": "GENERR010"})
+    assert decoration.original(rejected.payload) == broken
+    assert rejected.key == "input:moved:impostor"

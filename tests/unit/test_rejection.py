@@ -10,7 +10,15 @@ import pytest
 
 from rdss import decoration
 from rdss.errors import ErrorCode
-from rdss.rejection import ClaimCheckUnavailable, DirectoryClaimChecks, Rejector, reject
+from rdss.rejection import (
+    ClaimCheckUnavailable,
+    DirectoryClaimChecks,
+    Rejector,
+    moved_by,
+    moved_key,
+    reject,
+    rejected_key,
+)
 from rdss.validation import validate
 
 MOMENT = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -78,3 +86,13 @@ def test_a_record_that_fits_is_not_claim_checked_and_one_without_a_store_is_refu
     assert not any(tmp_path.iterdir())
     with pytest.raises(ClaimCheckUnavailable, match="GENERR007"):
         Rejector(limit=2000).reject(b"x" * 3000, ErrorCode.GENERR007)
+
+
+def test_a_consumer_s_move_is_keyed_by_its_group_and_no_producer_key_passes_for_one():
+    assert moved_key("archivematica") == "moved:archivematica"
+    assert moved_by("moved:archivematica") == "archivematica"
+    assert moved_by("record#shardId-000000000000/49650") is None
+    assert moved_by(None) is None
+    # the broker keeps a rejected record's own key, unless it would read as a consumer's move
+    assert rejected_key("9f0c7a1e-producer-key", "record#s/1") == "9f0c7a1e-producer-key"
+    assert rejected_key("moved:archivematica", "record#s/1") == "record#s/1"

@@ -31,7 +31,7 @@ from rdss.gateway.amqp.naming import (
 from rdss.gateway.amqp.options import Tier
 from rdss.gateway.amqp.publisher import Publish
 from rdss.gateway.backend import Delivery, TransportError
-from rdss.rejection import Rejection
+from rdss.rejection import Rejection, moved_key
 from rdss.retry import PATIENT
 
 if TYPE_CHECKING:
@@ -460,7 +460,8 @@ class AmqpConsumer:
         for raw, rejection in items:
             kind = rejection.channel
             exchange = self.transport.names.name(self.transport.address(kind))
-            headers = {H_QUEUE: raw.queue, H_ENVELOPE: "rdss"}
+            # keyed as this group's move, as every consumer's move is (rdss.rejection.moved_key)
+            headers = {H_QUEUE: raw.queue, H_ENVELOPE: "rdss", H_KEY: moved_key(self.group)}
             properties = _copy_properties(raw.properties, headers)
             work.append((raw, Publish(exchange, kind, rejection.record, properties)))
         self._publish_then_ack(work, "invalid/error")
