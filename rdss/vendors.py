@@ -4,11 +4,16 @@ IAM by the CDK app (``stacks/vendors.py``) and by the local runtime (``rdss.loca
 A vendor is a repository or preservation system outside the deployment's account that runs the
 Message Gateway. It assumes its own role (with an external ID) and may:
 
-* put records on the ``input`` channel if it produces or consumes - never on a routed, sequence,
-  invalid or error channel: everything a producer sends passes the broker, and so does what a
-  consumer moves (a record it cannot accept - invalid, expired, poison, refused by the
-  application - goes decorated to ``input``, and the broker sends it on to ``invalid`` or
-  ``error`` by its code: :func:`rdss.validation.carried_error`);
+* put records on the ``input`` channel if it produces: everything a producer sends passes the
+  broker, which judges it by its content alone (a header's errorCode is an optional field, not
+  a verdict);
+* put records on ``invalid`` and ``error`` if it consumes: the spec has a receiver move a
+  message it cannot accept (invalid, expired, poison, refused by the application) to the
+  Invalid or Error Message Queue itself - decorated through :mod:`rdss.rejection` and keyed
+  ``moved:<group>`` - so a consumer's move never enters ``input``, and no producer's message
+  can take its path (a role that only produces has no such permission);
+* never put records on a routed channel or ``sequence``: only the broker and the sequencer
+  route;
 * read the routed channels it consumes, and ``responses`` (request-reply);
 * use the KMS key only through Kinesis, and only for those streams (the key's encryption
   context names the stream), and through DynamoDB for the ``checkpoints`` table only;
@@ -37,6 +42,8 @@ from rdss.topology import Deployment
 CHECKPOINTS = "checkpoints"
 #: Where every producer writes.
 INPUT = "input"
+#: Where a consumer moves what it cannot accept (the spec's Invalid and Error Message Queues).
+MOVES = ("invalid", "error")
 #: Replies without another return address: every vendor may read them.
 RESPONSES = "responses"
 
@@ -82,8 +89,19 @@ class VendorAccess:
 
     @property
     def writes(self) -> tuple[str, ...]:
-        """``input``, for a producer and for a consumer: a consumer's moves enter there too."""
-        return (INPUT,) if self.produces or self.consumes else ()
+        """``input`` for a producer (its messages); ``invalid`` and ``error`` for a consumer (its
+        moves); nothing else."""
+        return (*self.produced, *self.moves)
+
+    @property
+    def produced(self) -> tuple[str, ...]:
+        """The channel its messages enter by: ``input``, if it produces."""
+        return (INPUT,) if self.produces else ()
+
+    @property
+    def moves(self) -> tuple[str, ...]:
+        """The channels it moves records to: ``invalid`` and ``error``, if it consumes."""
+        return MOVES if self.consumes else ()
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -101,12 +119,17 @@ class VendorAccess:
         kinesis_service = f"kinesis.{arns.region}.amazonaws.com"
         dynamodb_service = f"dynamodb.{arns.region}.amazonaws.com"
         statements: list[dict[str, Any]] = []
-        if self.writes:
-            written = [arns.stream(channel) for channel in self.writes]
+        for channels, put, encrypt in (
+            (self.produced, "PutRecordsOnInput", "EncryptRecordsForInput"),
+            (self.moves, "MoveRecordsToInvalidAndError", "EncryptMovedRecords"),
+        ):
+            if not channels:
+                continue
+            written = [arns.stream(channel) for channel in channels]
             statements += [
-                _allow("PutRecordsOnInput", WRITE_ACTIONS, written),
+                _allow(put, WRITE_ACTIONS, written),
                 _allow(
-                    "EncryptRecordsForInput",
+                    encrypt,
                     ("kms:GenerateDataKey",),
                     [arns.key],
                     {"StringEquals": {"kms:ViaService": kinesis_service, _KINESIS_CONTEXT: _one(written)}},

@@ -7,8 +7,12 @@ stack has, so ``rdss vendor config NAME --env <env> --endpoint URL`` reads a loc
 exactly as it reads a deployed one.
 
 The emulator (moto) does not evaluate IAM policies: locally the role proves the configuration
-(assuming it with the external ID, the URL, the group), while what the policy allows is
-checked on the synthesised template (``tests/cdk/test_vendors.py``)."""
+(assuming it with the external ID, the URL, the group, every call the vendor's part needs made
+under it), while what the policy allows is evaluated from the deployed documents
+(``tests/integration/test_vendor_config.py``) and checked on the synthesised template
+(``tests/cdk/test_vendors.py``): PutRecord(s) on ``input`` for a producer, on ``invalid`` and
+``error`` for a consumer (its moves), nothing on a routed channel, ``sequence`` or the broker's
+tables."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Vendor roles (cdk.json ``vendors``): exactly the permissions the topology gives a producer and
-a consumer, nothing on the broker's state, another channel or another group's checkpoints. Both
-put records on ``input`` only: a consumer's moves to invalid/error enter there too."""
+a consumer, nothing on the broker's state, another channel or another group's checkpoints. A
+producer puts records on ``input`` only; a consumer on ``invalid`` and ``error`` only (its moves,
+put there by itself as the spec has receivers do); neither on a routed channel or ``sequence``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from rdss.cli import main
+from rdss.topology import RDSS
 from stacks.config import ConfigError, load
 from tests.cdk.conftest import CONTEXT, Synthesized
 from tests.cdk.support import references
@@ -41,8 +43,11 @@ def _arn(prod: Synthesized, construct: Any) -> dict[str, Any]:
     return {"Fn::GetAtt": [prod.logical_id(construct), "Arn"]}
 
 
-def _expected(prod: Synthesized, *, writes: list[str], reads: list[str], group: str) -> list[dict[str, Any]]:
-    """The statements a vendor writing ``writes`` and reading ``reads`` must have, spelt out."""
+def _expected(
+    prod: Synthesized, *, reads: list[str], group: str, produces: bool = False, moves: bool = False
+) -> list[dict[str, Any]]:
+    """The statements a vendor producing (``input``), moving (``invalid``, ``error``) and reading
+    ``reads`` must have, spelt out."""
     messaging = prod.stack.messaging
     key = _arn(prod, messaging.data_key.key)
 
@@ -54,16 +59,21 @@ def _expected(prod: Synthesized, *, writes: list[str], reads: list[str], group: 
 
     kinesis, dynamodb = f"kinesis.{REGION}.amazonaws.com", f"dynamodb.{REGION}.amazonaws.com"
     statements: list[dict[str, Any]] = []
-    if writes:
+    for wanted, writes, put, encrypt in (
+        (produces, ["input"], "PutRecordsOnInput", "EncryptRecordsForInput"),
+        (moves, ["invalid", "error"], "MoveRecordsToInvalidAndError", "EncryptMovedRecords"),
+    ):
+        if not wanted:
+            continue
         statements += [
             {
-                "Sid": "PutRecordsOnInput",
+                "Sid": put,
                 "Effect": "Allow",
                 "Action": ["kinesis:PutRecord", "kinesis:PutRecords"],
                 "Resource": one([stream(c) for c in writes]),
             },
             {
-                "Sid": "EncryptRecordsForInput",
+                "Sid": encrypt,
                 "Effect": "Allow",
                 "Action": "kms:GenerateDataKey",
                 "Resource": key,
@@ -128,17 +138,26 @@ def _expected(prod: Synthesized, *, writes: list[str], reads: list[str], group: 
 
 
 def _by_sid(statements: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {s["Sid"]: s for s in statements}
+    """Statements by Sid, with lists of resources in a canonical order (the CDK sorts them)."""
+    return {s["Sid"]: _unordered(s) for s in statements}
+
+
+def _unordered(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unordered(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted((_unordered(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    return value
 
 
 def test_the_producer_may_put_on_input_and_read_responses_only(prod: Synthesized) -> None:
-    expected = _expected(prod, writes=["input"], reads=["responses"], group=PRODUCER)
+    expected = _expected(prod, produces=True, reads=["responses"], group=PRODUCER)
     assert _by_sid(_policy(prod, PRODUCER)) == _by_sid(expected)
 
 
-def test_the_consumer_may_read_metadata_and_responses_and_move_through_input_only(prod: Synthesized) -> None:
-    # it writes input for its moves (invalid, expired, poison, refused records), never invalid or error
-    expected = _expected(prod, writes=["input"], reads=["metadata", "responses"], group=CONSUMER)
+def test_the_consumer_may_read_metadata_and_responses_and_move_to_invalid_and_error_only(prod: Synthesized) -> None:
+    # it puts its moves (invalid, expired, poison, refused records) on invalid and error; not input
+    expected = _expected(prod, moves=True, reads=["metadata", "responses"], group=CONSUMER)
     assert _by_sid(_policy(prod, CONSUMER)) == _by_sid(expected)
 
 
@@ -150,28 +169,32 @@ def _actions(statement: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("vendor", [PRODUCER, CONSUMER])
 def test_no_vendor_can_write_the_broker_state_another_channel_or_another_group(prod: Synthesized, vendor: str) -> None:
     messaging = prod.stack.messaging
-    input_stream = prod.logical_id(messaging.channels.stream("input"))
+    writable = {prod.logical_id(messaging.channels.stream(c)) for c in ("input", "invalid", "error")}
+    routed = {prod.logical_id(messaging.channels.stream(c.name)) for c in RDSS.channels_of("routed")}
     checkpoints = prod.logical_id(messaging.state.table("checkpoints"))
     other_tables = {prod.logical_id(t) for name, t in messaging.state.tables.items() if name != "checkpoints"}
     # the broker's Local Data Repository and the sequencer's state are among them, by name
     broker_state = {prod.logical_id(messaging.state.table(name)) for name in ("messages", "sequences")}
     assert broker_state <= other_tables
-    invalid_or_error = {prod.logical_id(messaging.channels.stream(c)) for c in ("invalid", "error", "sequence")}
+    sequence = {prod.logical_id(messaging.channels.stream("sequence"))}
     buckets = {prod.logical_id(b) for b in messaging.buckets.values()}
     for statement in _policy(prod, vendor):
         assert statement["Effect"] == "Allow"
         referenced = references(statement["Resource"])
         actions = _actions(statement)
         # nothing on the messages or sequences tables, nor any bucket, by any action; the
-        # invalid, error and sequence channels not at all (a consumer's moves go through input)
-        assert not referenced & (other_tables | buckets | invalid_or_error), statement
+        # sequence channel not at all
+        assert not referenced & (other_tables | buckets | sequence), statement
         assert "-messages" not in json.dumps(statement), statement
         assert "-sequences" not in json.dumps(statement), statement
         # no wildcard, in actions or resources
         assert all("*" not in a for a in actions), statement
         assert "*" not in json.dumps(statement["Resource"]), statement
         if any(a in ("kinesis:PutRecord", "kinesis:PutRecords") for a in actions):
-            assert referenced == {input_stream}, statement
+            # input (a producer's messages), invalid and error (a consumer's moves); no routed channel
+            assert referenced, statement
+            assert referenced <= writable, statement
+            assert not referenced & routed, statement
         if any(a.startswith("dynamodb:") for a in actions):
             assert referenced == {checkpoints}, statement
             leading = statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
@@ -209,7 +232,11 @@ def test_outputs_name_the_role_streams_and_region(prod: Synthesized) -> None:
         prod, prod.stack.vendors.roles[CONSUMER].role
     )
     assert outputs["VendorArchivematicaPreservationReads"]["Value"] == "metadata,responses"
-    assert outputs["VendorArchivematicaPreservationWrites"]["Value"] == "input"
+    assert outputs["VendorArchivematicaPreservationWrites"]["Value"] == "invalid,error"
+    assert outputs["VendorArchivematicaPreservationErrorStreamArn"]["Value"] == _arn(
+        prod, prod.stack.messaging.channels.stream("error")
+    )
+    assert "VendorArchivematicaPreservationInputStreamName" not in outputs
     assert outputs["VendorEprintsRepositoryWrites"]["Value"] == "input"
     assert outputs["VendorEprintsRepositoryInputStreamArn"]["Value"] == _arn(
         prod, prod.stack.messaging.channels.stream("input")
@@ -228,6 +255,10 @@ def test_outputs_name_the_role_streams_and_region(prod: Synthesized) -> None:
             "Reads",
             "InputStreamName",
             "InputStreamArn",
+            "InvalidStreamName",
+            "InvalidStreamArn",
+            "ErrorStreamName",
+            "ErrorStreamArn",
             "MetadataStreamName",
             "MetadataStreamArn",
             "ResponsesStreamName",
@@ -257,7 +288,7 @@ def test_vendor_config_reads_the_synthesised_template(prod: Synthesized, capsys:
         "role_arn": role,
         "external_id": "rdss-prod-archivematica-93a4f2e8",
         "region": REGION,
-        "writes": {"input": "rdss-prod-input"},
+        "writes": {"invalid": "rdss-prod-invalid", "error": "rdss-prod-error"},
         "reads": {"metadata": "rdss-prod-metadata", "responses": "rdss-prod-responses"},
         "ldr": "sqlite://~/.local/state/rdss/kinesis-rdss-prod.sqlite",
     }

@@ -1,5 +1,8 @@
 """``rdss vendor config`` against the embedded runtime: the configuration it prints is what two
-vendors' gateways connect with - one sends, the broker routes, the other receives."""
+vendors' gateways connect with - one sends, the broker routes, the other receives and moves what
+it cannot accept to ``invalid``/``error`` itself - and each role permits exactly the calls its
+part needs (the emulator does not evaluate IAM: every permitted call is made under the role and
+succeeds, and the deployed policy is evaluated for it and for every other call of those kinds)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from rdss import decoration
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
 from rdss.gateway.url import URLError, parse
-from rdss.local.accounting import read_channel
+from rdss.local.accounting import StreamRecord, read_channel, read_stream_records
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendors import LocalVendor
@@ -28,7 +31,7 @@ from rdss.repository.dynamodb import create_table
 from rdss.retry import Backoff
 from rdss.vendors import VendorAccess
 from rdss.workload import Workload
-from tests.support.iam import CallRecorder, allowed
+from tests.support.iam import Call, CallRecorder, allowed
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +108,8 @@ def test_printed_configuration_sends_and_receives(
     consumer = json.loads(vendor_config(runtime, CONSUMER, capsys, "--json"))
     assert producer["writes"] == {"input": f"rdss-{environment}-input"}
     assert producer["reads"] == {"responses": f"rdss-{environment}-responses"}
-    assert consumer["writes"] == {"input": f"rdss-{environment}-input"}  # its moves enter there
+    # a consumer's moves go to invalid and error, put there by itself; it writes nothing else
+    assert consumer["writes"] == {"invalid": f"rdss-{environment}-invalid", "error": f"rdss-{environment}-error"}
     assert consumer["reads"] == {
         "metadata": f"rdss-{environment}-metadata",
         "responses": f"rdss-{environment}-responses",
@@ -163,13 +167,8 @@ def test_printed_configuration_sends_and_receives(
         assert denied == [], denied
         assert not [c for c in recorder.calls if (c.resource or "").endswith(("-messages", "-sequences"))]
     assert {c.action for c in calls[PRODUCER].calls} >= {"kinesis:PutRecords"}
-    # ... and the same check refuses what the brief forbids: any channel but input, another group's rows
+    # ... and the same check refuses another group's rows
     consumer_statements = deployed_statements(runtime, CONSUMER)
-    put = next(c for c in calls[PRODUCER].calls if c.action == "kinesis:PutRecords")
-    assert allowed(consumer_statements, put)
-    for channel in ("metadata", "invalid", "error", "sequence"):
-        stream = put.resource.replace(f"-{environment}-input", f"-{environment}-{channel}")  # type: ignore[union-attr]
-        assert not allowed(consumer_statements, replace(put, resource=stream))
     query = next(c for c in calls[CONSUMER].calls if c.action == "dynamodb:Query")
     assert allowed(consumer_statements, query)
     assert not allowed(consumer_statements, replace(query, leading_keys=(f"{PRODUCER}#rdss-{environment}-metadata",)))
@@ -191,8 +190,13 @@ def test_the_roles_carry_the_topology_policy(runtime: Runtime) -> None:
         assert trust["Condition"]["StringEquals"]["sts:ExternalId"]
         document = {"Statement": deployed_statements(runtime, name)}
         sids = [s["Sid"] for s in document["Statement"]]
-        # every vendor writes input: a producer's messages, a consumer's moves
-        expected = ["PutRecordsOnInput", "EncryptRecordsForInput", "ReadChannels", "DecryptChannelRecords"]
+        # a producer writes input (its messages), a consumer invalid and error (its moves)
+        writes = (
+            ["PutRecordsOnInput", "EncryptRecordsForInput"]
+            if runtime.settings.vendors[name].produces
+            else ["MoveRecordsToInvalidAndError", "EncryptMovedRecords"]
+        )
+        expected = [*writes, "ReadChannels", "DecryptChannelRecords"]
         assert sids[: len(expected)] == expected
 
 
@@ -208,8 +212,8 @@ def test_a_consumer_under_its_role_moves_what_it_cannot_accept(
     runtime: Runtime, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A malformed-messageId record written straight onto ``metadata`` and a message its handler
-    always fails on: the consumer, under its role, moves both through ``input`` (the only channel
-    it may write) and the broker sends them on, decorated, to ``invalid`` and ``error``."""
+    always fails on: the consumer, under its role, puts both itself, decorated once, on ``invalid``
+    and ``error``, keyed as its group's moves; nothing of it enters ``input``."""
     monkeypatch.setenv("HOME", str(tmp_path))
     producer = json.loads(vendor_config(runtime, PRODUCER, capsys, "--json"))
     consumer = json.loads(vendor_config(runtime, CONSUMER, capsys, "--json"))
@@ -243,21 +247,111 @@ def test_a_consumer_under_its_role_moves_what_it_cannot_accept(
     assert (stats.invalid, stats.poison) == (1, 1)
     runtime.drain(timeout=120)
 
-    [invalid] = read_channel(runtime, "invalid")
-    assert orjson.loads(invalid)["messageHeader"]["errorCode"] == "GENERR010"
-    assert decoration.original(invalid) == written
-    [error] = read_channel(runtime, "error")
-    header = orjson.loads(error)["messageHeader"]
+    [invalid] = read_records(runtime, "invalid")
+    assert orjson.loads(invalid.data)["messageHeader"]["errorCode"] == "GENERR010"
+    assert decoration.original(invalid.data) == written  # decorated once: the bytes written, inside
+    [error] = read_records(runtime, "error")
+    header = orjson.loads(error.data)["messageHeader"]
     assert (header["messageId"], header["errorCode"]) == (poisoned, "GENERR009")
     assert "ValueError: cannot map" in header["errorDescription"]
-    # both entered through input as they were moved (so the audit archive holds them), unchanged since
-    assert {invalid, error} <= set(read_channel(runtime, "input"))
+    assert invalid.partition_key == error.partition_key == f"moved:{CONSUMER}"
+    # nothing of the consumer's entered input: only the producer's two messages are there
+    assert len(read_channel(runtime, "input")) == 2
     # and every call the consumer made is one its role allows
     statements = deployed_statements(runtime, CONSUMER)
     assert [c for c in calls.calls if not allowed(statements, c)] == []
     assert {c.resource for c in calls.calls if c.action == "kinesis:PutRecords"} == {
-        f"arn:aws:kinesis:{runtime.endpoint.region}:{account(runtime)}:stream/{runtime.deployment.stream('input')}"
+        stream_arn(runtime, "invalid"),
+        stream_arn(runtime, "error"),
     }
+
+
+def read_records(runtime: Runtime, channel: str) -> list[StreamRecord]:
+    return read_stream_records(runtime.endpoint.client("kinesis"), runtime.deployment.stream(channel))
+
+
+def stream_arn(runtime: Runtime, channel: str) -> str:
+    return f"arn:aws:kinesis:{runtime.endpoint.region}:{account(runtime)}:stream/{runtime.deployment.stream(channel)}"
+
+
+#: What each vendor's part needs, spelt out here rather than read from rdss.vendors: PutRecord(s)
+#: on input for the producer (its messages), on invalid and error for the consumer (its moves);
+#: reads of what it consumes and of responses.
+NEEDS = {
+    PRODUCER: {"puts": ("input",), "reads": ("responses",)},
+    CONSUMER: {"puts": ("invalid", "error"), "reads": ("metadata", "responses")},
+}
+PUT_ACTIONS = ("kinesis:PutRecord", "kinesis:PutRecords")
+READ_ACTIONS = ("kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards")
+ITEM_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+CHECKPOINT_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
+
+
+@pytest.mark.parametrize("vendor", [PRODUCER, CONSUMER])
+def test_each_role_permits_exactly_the_calls_its_part_needs(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str], vendor: str
+) -> None:
+    """Under the vendor's role, every call its part needs is made on the emulator and succeeds,
+    and the deployed policy allows it; every other call of those kinds - a put on any other
+    channel (a routed one, ``sequence``; ``input`` for a consumer, ``invalid``/``error`` for a
+    producer), a read of any other channel, any item call on any other table or another group's
+    rows - the policy denies."""
+    config = json.loads(vendor_config(runtime, vendor, capsys, "--json"))
+    statements = deployed_statements(runtime, vendor)
+    deployment = runtime.deployment
+    needs = NEEDS[vendor]
+    own = {f"{vendor}#{deployment.stream(channel)}" for channel in needs["reads"]}
+    checkpoints = deployment.table("checkpoints")
+    with Gateway(config["url"], application=config["application"]) as gateway:
+        assert f":assumed-role/rdss-{deployment.environment}-vendor-{vendor}/" in caller(gateway, runtime.endpoint)
+        kinesis, dynamodb = gateway.transport.kinesis, gateway.transport.dynamodb  # type: ignore[attr-defined]
+        calls = recorded(gateway, runtime)
+        for channel in needs["puts"]:
+            stream = deployment.stream(channel)
+            kinesis.put_record(StreamName=stream, Data=b"a probe", PartitionKey=f"moved:{vendor}")
+            kinesis.put_records(StreamName=stream, Records=[{"Data": b"a probe", "PartitionKey": f"moved:{vendor}"}])
+        for channel in needs["reads"]:
+            stream = deployment.stream(channel)
+            [shard, *_] = kinesis.list_shards(StreamName=stream)["Shards"]
+            iterator = kinesis.get_shard_iterator(
+                StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            kinesis.get_records(ShardIterator=iterator, Limit=1)
+        for lease in sorted(own):
+            key = {"lease": {"S": lease}, "shardId": {"S": "probe"}}
+            dynamodb.put_item(TableName=checkpoints, Item=key)
+            dynamodb.get_item(TableName=checkpoints, Key=key)
+            dynamodb.update_item(
+                TableName=checkpoints,
+                Key=key,
+                UpdateExpression="SET probed = :yes",
+                ExpressionAttributeValues={":yes": {"BOOL": True}},
+            )
+            dynamodb.query(
+                TableName=checkpoints,
+                KeyConditionExpression="lease = :lease",
+                ExpressionAttributeValues={":lease": {"S": lease}},
+            )
+    made = {(c.action, c.resource, c.leading_keys) for c in calls.calls}
+    # every permitted call was made, and succeeded (the client raised on none); the policy allows each
+    assert [c for c in calls.calls if not allowed(statements, c)] == []
+    assert {a for a, _, _ in made} == {*PUT_ACTIONS, *READ_ACTIONS, *CHECKPOINT_ACTIONS}
+
+    # every other call of those kinds is denied
+    others = {f"{other}#{deployment.stream(c)}" for other in NEEDS if other != vendor for c in NEEDS[other]["reads"]}
+    for channel in (c.name for c in deployment.topology.channels):
+        arn = stream_arn(runtime, channel)
+        for action in PUT_ACTIONS:
+            assert allowed(statements, Call(action, arn)) == (channel in needs["puts"]), (action, channel)
+        for action in READ_ACTIONS:
+            assert allowed(statements, Call(action, arn)) == (channel in needs["reads"]), (action, channel)
+    for table in (deployment.table(t.name) for t in deployment.topology.tables):
+        arn = f"arn:aws:dynamodb:{runtime.endpoint.region}:{account(runtime)}:table/{table}"
+        for action in ITEM_ACTIONS:
+            for lease in sorted(own | others):
+                permitted = table == checkpoints and action in CHECKPOINT_ACTIONS and lease in own
+                assert allowed(statements, Call(action, arn, (lease,))) == permitted, (action, table, lease)
+            assert not allowed(statements, Call(action, arn, ())), (action, table)  # no key: never
 
 
 def account(runtime: Runtime) -> str:

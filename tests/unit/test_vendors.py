@@ -16,7 +16,9 @@ def test_access_follows_the_topology() -> None:
     assert producer.writes == ("input",)
     assert producer.reads == ("responses",)
     consumer = VendorAccess("lib", False, ("vocabulary", "metadata"), deployment)
-    assert consumer.writes == ("input",)  # what it moves (invalid, poison, refused) enters through input
+    assert consumer.writes == ("invalid", "error")  # its moves (invalid, poison, refused), put there itself
+    both = VendorAccess("hub", True, ("metadata",), deployment)
+    assert both.writes == ("input", "invalid", "error")
     assert consumer.reads == ("metadata", "vocabulary", "responses")  # topology order
     assert consumer.lease_keys == ("lib#rdss-prod-metadata", "lib#rdss-prod-vocabulary", "lib#rdss-prod-responses")
     with pytest.raises(ValueError, match="routed"):
@@ -26,7 +28,18 @@ def test_access_follows_the_topology() -> None:
 def test_statements_name_only_the_vendors_streams() -> None:
     arns = Arns("eu-west-2", "KEY", stream=lambda c: f"stream/{c}", table=lambda t: f"table/{t}")
     statements = {s["Sid"]: s for s in VendorAccess("lib", False, ("metadata",), Deployment("dev")).statements(arns)}
-    assert statements["PutRecordsOnInput"]["Resource"] == "stream/input"  # a consumer's moves, and nothing else
+    # a consumer's moves on invalid and error, and nothing else: no input, no routed channel
+    assert statements["MoveRecordsToInvalidAndError"]["Resource"] == ["stream/invalid", "stream/error"]
+    assert statements["EncryptMovedRecords"]["Condition"]["StringEquals"]["kms:EncryptionContext:aws:kinesis:arn"] == [
+        "stream/invalid",
+        "stream/error",
+    ]
+    assert "PutRecordsOnInput" not in statements
+    put = [s for s in statements.values() if "kinesis:PutRecords" in s["Action"]]
+    assert [s["Sid"] for s in put] == ["MoveRecordsToInvalidAndError"]
+    producer = {s["Sid"]: s for s in VendorAccess("acme", True, (), Deployment("dev")).statements(arns)}
+    assert producer["PutRecordsOnInput"]["Resource"] == "stream/input"
+    assert "MoveRecordsToInvalidAndError" not in producer
     assert not [s for s in statements.values() if "table/messages" in str(s) or "table/sequences" in str(s)]
     assert statements["ReadChannels"]["Resource"] == ["stream/metadata", "stream/responses"]
     assert statements["OwnGroupCheckpoints"]["Resource"] == "table/checkpoints"
