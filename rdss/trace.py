@@ -9,8 +9,11 @@ own counts:
   and sequencer forwarded (with their messageHistory hops), and the decorated copies on
   ``invalid`` and ``error`` (errorCode, errorDescription);
 * the broker's Local Data Repository (the ``messages`` table): its claim of the messageId (which
-  record claimed it, when) and the claims of records it found invalid or that arrived moved by a
-  consumer already decorated (``record#<shard>/<sequence number>``);
+  record claimed it, when) and the claims of records it found invalid
+  (``record#<shard>/<sequence number>``);
+* consumers' moves: the decorated copies a gateway receiver put on ``invalid`` or ``error``
+  itself, told from the broker's rejections by their partition key ``moved:<group>``
+  (:func:`rdss.rejection.moved_by`), never by anything in the message;
 * the applications' own Local Data Repositories, for the applications named: each gateway keeps
   its entries (TO_SEND, SENT, RECEIVED, the code it moved a message with) in a store of its own
   (the ``ldr=`` of its URL: :mod:`rdss.repository.stores`), never in the broker's table;
@@ -37,6 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss import archive, decoration, history, timestamps
 from rdss.errors import ErrorCode
+from rdss.rejection import moved_by
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import Repository
 from rdss.topology import Deployment
@@ -108,6 +112,8 @@ class Timeline:
     sequence: dict[str, Any] | None = None
     archives: list[dict[str, Any]] = field(default_factory=list)
     header: dict[str, Any] | None = None
+    #: consumers' moves of the message: (consumer group, channel, errorCode)
+    moves: list[tuple[str, str, str | None]] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -135,8 +141,10 @@ class Timeline:
                 parts.append(f"{len(chosen)} duplicate record(s) dropped")
             else:
                 parts.append(f"{len(chosen)} record(s) not processed yet")
+        for group, channel, code in self.moves:
+            parts.append(f"moved to {channel} by consumer group {group} ({code})")
         if not self.dispatches:
-            moved = [c for c in ("invalid", "error") if c in self.channels]
+            moved = [c for c in ("invalid", "error") if c in self.channels and not self._only_moves(c)]
             routed = [c for c in self.channels if c not in ("input", "sequence", "invalid", "error")]
             if routed:
                 parts.append(f"found on {', '.join(routed)}")
@@ -145,6 +153,10 @@ class Timeline:
             if not parts:
                 parts.append("found only in the archives")
         return "; ".join(parts)
+
+    def _only_moves(self, channel: str) -> bool:
+        """Whether every copy of the message on ``channel`` is a consumer's move."""
+        return self.channels.get(channel, 0) <= sum(1 for _, c, _ in self.moves if c == channel)
 
     @property
     def sequence_id(self) -> str | None:
@@ -164,6 +176,7 @@ class Timeline:
             "messageHistory": self.history,
             "sequence": self.sequence,
             "archives": self.archives,
+            "moves": [{"group": g, "channel": c, "errorCode": code} for g, c, code in self.moves],
             "events": [e.as_dict() for e in sorted(self.events, key=_order)],
         }
 
@@ -192,6 +205,7 @@ class _Record:
     sequence_number: str
     arrived: datetime | None
     data: bytes
+    partition_key: str = ""
 
     @property
     def record(self) -> str:
@@ -236,7 +250,7 @@ class Tracer:
         header = self._header(found)
         timeline.header = header
         if header is not None:
-            published = _parse_time((header.get("messageTimings") or {}).get("publishedTimestamp"))
+            published = _parse_time(_object(header, "messageTimings").get("publishedTimestamp"))
             timeline.events.append(
                 Event(published, "producer", f"published by {header.get('generator')}", {"header": header})
             )
@@ -252,7 +266,7 @@ class Tracer:
         if claim and claim.get("receivedAt"):
             anchors.append(datetime.fromtimestamp(int(claim["receivedAt"]), UTC))
         if header is not None and not anchors:
-            published = _parse_time((header.get("messageTimings") or {}).get("publishedTimestamp"))
+            published = _parse_time(_object(header, "messageTimings").get("publishedTimestamp"))
             if published:
                 anchors.append(published)
         if anchors:
@@ -278,7 +292,9 @@ class Tracer:
                 for r in response["Records"]:
                     arrival = r.get("ApproximateArrivalTimestamp")
                     arrived = arrival.astimezone(UTC) if isinstance(arrival, datetime) else None
-                    yield _Record(channel, shard["ShardId"], r["SequenceNumber"], arrived, r["Data"])
+                    yield _Record(
+                        channel, shard["ShardId"], r["SequenceNumber"], arrived, r["Data"], r.get("PartitionKey", "")
+                    )
                 if not response["Records"] and not response.get("MillisBehindLatest"):
                     break
                 iterator = response.get("NextShardIterator")
@@ -316,13 +332,10 @@ class Tracer:
                 dispatch.outcome = "error" if _is_error(record_claim.get("errorCode")) else "invalid"
                 dispatch.channels = [dispatch.outcome]
                 dispatch.error_code = record_claim.get("errorCode")
-                # a consumer's move arrives decorated already: the broker sent it on as it was
-                carried = _carried_header(record.data)
-                moved = carried or _decorated_copy(found, record.data)
+                moved = _decorated_copy(found, record.data)
                 if moved is not None:
                     dispatch.error_description = moved.get("errorDescription")
-                verdict = "moved by a consumer" if carried else "invalid"
-                what = f"record {record.record}: {verdict}, {dispatch.error_code}"
+                what = f"record {record.record}: invalid, {dispatch.error_code}"
                 what += f" ({dispatch.error_description})" if dispatch.error_description else ""
                 timeline.events.append(Event(_claimed_at(record_claim), "broker", what))
             elif claim is not None and claim.get("claimedBy") == record.record:
@@ -356,9 +369,14 @@ class Tracer:
                 timeline.channels[channel] = timeline.channels.get(channel, 0) + 1
                 if channel in ("invalid", "error"):
                     outer = orjson.loads(record.data)["messageHeader"]
-                    timeline.error_code = outer.get("errorCode")
-                    timeline.error_description = outer.get("errorDescription")
-                    what = f"moved to {channel}: {timeline.error_code} {timeline.error_description}"
+                    code, description = outer.get("errorCode"), outer.get("errorDescription")
+                    group = moved_by(record.partition_key)
+                    if group is not None:  # put there by a consumer, keyed as its move
+                        timeline.moves.append((group, channel, code))
+                        what = f"moved to {channel} by consumer group {group}: {code} {description}"
+                    else:
+                        timeline.error_code, timeline.error_description = code, description
+                        what = f"moved to {channel}: {code} {description}"
                 else:
                     what = f"on {channel}"
                 hops = (
@@ -381,8 +399,8 @@ class Tracer:
             timeline.channels["input"] = len(timeline.dispatches)
 
     def _sequence(self, timeline: Timeline, found: Mapping[str, list[_Record]]) -> None:
-        sequence = ((timeline.header or {}).get("messageSequence")) or {}
-        if sequence.get("total", 1) == 1:
+        sequence = _object(timeline.header or {}, "messageSequence")
+        if sequence.get("total", 1) == 1 or not isinstance(sequence.get("sequence"), str):
             return
         info: dict[str, Any] = {
             "sequence": sequence.get("sequence"),
@@ -478,16 +496,6 @@ def _header_of(data: bytes) -> dict[str, Any] | None:
     return header
 
 
-def _carried_header(data: bytes) -> dict[str, Any] | None:
-    """The outer header of a record that is decorated itself (errorCode on it as it travels)."""
-    try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    header = parsed.get("messageHeader") if isinstance(parsed, dict) else None
-    return header if isinstance(header, dict) and header.get("errorCode") else None
-
-
 def _message_id(data: bytes) -> str | None:
     header = _header_of(data)
     value = (header or {}).get("messageId")
@@ -498,6 +506,8 @@ def _decorated_copy(found: Mapping[str, list[_Record]], payload: bytes) -> dict[
     """The outer header (errorCode, errorDescription) of the decorated copy of ``payload``."""
     for channel in ("invalid", "error"):
         for record in found[channel]:
+            if moved_by(record.partition_key) is not None:  # a consumer's move, not the broker's verdict
+                continue
             try:
                 original = decoration.original(record.data)
             except (ValueError, orjson.JSONDecodeError, KeyError):
@@ -510,7 +520,13 @@ def _decorated_copy(found: Mapping[str, list[_Record]], payload: bytes) -> dict[
 
 def _is_part(data: bytes) -> bool:
     header = _header_of(data) or {}
-    return bool((header.get("messageSequence") or {}).get("total", 1) != 1)
+    return bool(_object(header, "messageSequence").get("total", 1) != 1)
+
+
+def _object(header: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A header member that should be an object (a broken copy's may be anything): {} if not."""
+    value = header.get(name)
+    return value if isinstance(value, Mapping) else {}
 
 
 def _is_error(code: Any) -> bool:

@@ -9,6 +9,12 @@ broker's Local Data Repository and the archives, the way an operator would estab
 * A record whose messageId another record had already claimed was a duplicate.
 * A record the broker classified as invalid was claimed under its record identity, and its
   decorated bytes (original bytes intact) are on the invalid or error channel.
+
+Only the processors' rejections answer for a published record. A consumer's move - a record a
+gateway receiver put on ``invalid`` or ``error`` itself, keyed ``moved:<group>``
+(:func:`rdss.rejection.moved_by`) - never entered ``input``: it is listed apart
+(:attr:`Accounting.moves`), whatever its header holds. A record of those channels that cannot be
+read back (not a decorated record, a claim check kept elsewhere) is counted, never a crash.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from botocore.exceptions import ClientError
 
 from rdss import archive, decoration, history
 from rdss.local.runtime import Published, Runtime
+from rdss.rejection import moved_by
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import record_key
 from rdss.topology import RDSS
@@ -69,6 +77,17 @@ class Accounted:
         return report
 
 
+@dataclass(frozen=True)
+class Move:
+    """A record a consumer moved to ``invalid`` or ``error`` itself."""
+
+    group: str
+    channel: str
+    error_code: str | None
+    #: The messageId of the record it moved, when it has one.
+    message_id: str | None
+
+
 @dataclass
 class Accounting:
     inputs: list[Accounted]
@@ -77,6 +96,10 @@ class Accounting:
     audit_records: list[bytes] = field(repr=False)
     #: per routed messageId, how many times it appears on the routed channels
     routed_ids: Counter[str] = field(default_factory=Counter, repr=False)
+    #: the consumers' moves found on invalid and error (none of them entered input)
+    moves: list[Move] = field(default_factory=list)
+    #: records of invalid and error that could not be read back as decorated records
+    unreadable: int = 0
 
     def outcomes(self) -> Counter[str]:
         return Counter(i.outcome for i in self.inputs)
@@ -155,7 +178,9 @@ class _Found:
 
 def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
     """The fate of every input, read back from the deployment."""
-    channels = {c.name: read_channel(runtime, c.name) for c in RDSS.channels}
+    kinesis = runtime.endpoint.client("kinesis")
+    keyed = {c.name: read_stream_records(kinesis, runtime.deployment.stream(c.name)) for c in RDSS.channels}
+    channels = {name: [r.data for r in records] for name, records in keyed.items()}
     routed = _Found()
     routed_ids: Counter[str] = Counter()
     for name in ROUTED:
@@ -165,14 +190,20 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
             if message_id is not None:
                 routed_ids[message_id] += 1
     rejected = _Found()
+    moves: list[Move] = []
+    unreadable = 0
     for name in ("invalid", "error"):
-        for record in channels[name]:
-            header = orjson.loads(record)["messageHeader"]
-            try:
-                original = decoration.original(record)
-            except ValueError:  # a claim check: the payload is in the errors bucket
-                original = _claim_checked(runtime, orjson.loads(record))
-            rejected.add(original, name, header["errorCode"], header.get("errorDescription"))
+        for kept in keyed[name]:
+            found = _rejection(runtime, kept.data)
+            if found is None:
+                unreadable += 1
+                continue
+            original, code, description = found
+            group = moved_by(kept.partition_key)
+            if group is not None:  # a consumer's move: no published record's fate
+                moves.append(Move(group, name, code, _message_id(original)))
+            else:
+                rejected.add(original, name, code, description)
 
     ldr = LocalDataRepository(runtime.endpoint.client("dynamodb"), runtime.deployment.table("messages"))
     keys = []
@@ -194,7 +225,30 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
         audit_objects=audit_objects,
         audit_records=audit_records,
         routed_ids=routed_ids,
+        moves=moves,
+        unreadable=unreadable,
     )
+
+
+def _rejection(runtime: Runtime, record: bytes) -> tuple[bytes, str | None, str | None] | None:
+    """(original payload, errorCode, errorDescription) of a decorated record; None when it is
+    not one or its claim-checked payload cannot be fetched."""
+    try:
+        decorated = orjson.loads(record)
+        header = decorated["messageHeader"]
+        code, description = header.get("errorCode"), header.get("errorDescription")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    try:
+        return decoration.original(record), _text(code), _text(description)
+    except (ValueError, KeyError, TypeError):
+        pass
+    original = _claim_checked(runtime, decorated)
+    return None if original is None else (original, _text(code), _text(description))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -256,8 +310,15 @@ def _message_id(payload: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _claim_checked(runtime: Runtime, record: dict[str, Any]) -> bytes:
-    location = record[decoration.WRAPPER_KEY]
+def _claim_checked(runtime: Runtime, record: dict[str, Any]) -> bytes | None:
+    """The payload a claim check in the errors bucket stands for; None for anything else (a
+    record that is not a claim check, one kept on a gateway's host, an object that is gone)."""
+    location = record.get(decoration.WRAPPER_KEY) if decoration.is_wrapped(record) else None
+    if not isinstance(location, dict) or location.get("encoding") != "s3":
+        return None
     s3 = runtime.endpoint.client("s3")
-    body: bytes = s3.get_object(Bucket=location["bucket"], Key=location["key"])["Body"].read()
+    try:
+        body: bytes = s3.get_object(Bucket=location["bucket"], Key=location["key"])["Body"].read()
+    except (ClientError, KeyError, TypeError):
+        return None
     return body

@@ -6,7 +6,9 @@ no message routed twice, and the audit archive must hold every record published 
 
 Then a vendor's gateway consumes the metadata channel: some messages are poison to its handler,
 and invalid records were written straight onto the channel. Each routed message is processed
-once or moved to ``error`` (GENERR009) once; each invalid record is moved to ``invalid`` once."""
+once or moved to ``error`` (GENERR009) once; each invalid record is moved to ``invalid`` once -
+by the consumer itself, keyed ``moved:<group>``: its moves never enter ``input``, so the accounting
+of every published record is the same after the consumer as before."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pytest
 from rdss import decoration
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
-from rdss.local.accounting import Input, account, read_channel
+from rdss.local.accounting import Accounting, Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.putrecords import PutRecordsBatcher, Record
@@ -183,13 +185,17 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     assert state["stuck"] >= parked
     assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
 
-    consume_metadata(runtime, endpoint, read_channel(runtime, "metadata"), workload)
+    consume_metadata(runtime, endpoint, workload, inputs, result)
     runtime.deprovision()
 
 
-def consume_metadata(runtime: Runtime, endpoint: Endpoint, routed: list[bytes], workload: Workload) -> None:
+def consume_metadata(
+    runtime: Runtime, endpoint: Endpoint, workload: Workload, inputs: list[Input], before: Accounting
+) -> None:
     """A vendor's consumer of ``metadata``: poison messages and invalid records written straight
     onto the channel are moved, never skipped, never stuck; everything else is processed once."""
+    routed = read_channel(runtime, "metadata")
+    entered = len(read_channel(runtime, "input"))
     headers = [orjson.loads(r)["messageHeader"] for r in routed]
     whole = sorted(h["messageId"] for h in headers if h["messageSequence"]["total"] == 1)
     sequences = {h["messageSequence"]["sequence"] for h in headers if h["messageSequence"]["total"] > 1}
@@ -213,10 +219,21 @@ def consume_metadata(runtime: Runtime, endpoint: Endpoint, routed: list[bytes], 
             "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=5, poll_interval=0.05
         )
         entries = {i: vendor.repository.entry(i) for i in poison}
-    # the consumer's moves enter through input (a vendor writes no other channel): the broker
-    # sends them on to invalid and error
+    # the consumer put its moves on invalid and error itself: nothing entered input, the broker
+    # had nothing more to do, and every published record is accounted as it was before
+    assert len(read_channel(runtime, "input")) == entered
     runtime.drain(timeout=300)
-    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}  # none of them parked
+    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
+    after = account(runtime, inputs)
+    assert [a.as_report() for a in after.inputs] == [a.as_report() for a in before.inputs]
+    assert after.unreadable == before.unreadable == 0
+    assert before.moves == []
+    # the moves, each once, told apart by their partition key moved:vendor
+    moves = Counter((m.group, m.channel, m.error_code) for m in after.moves)
+    assert moves[("vendor", "error", "GENERR009")] == len(poison)
+    assert sum(n for (_, channel, _), n in moves.items() if channel == "invalid") == len(direct)
+    assert {group for group, _, _ in moves} == {"vendor"}
+    assert Counter(m.message_id for m in after.moves if m.error_code == "GENERR009") == Counter(poison)
     assert set(whole) - poison <= set(processed)  # every other routed message processed...
     assert len(processed) == len(whole) - len(poison) + len(sequences)  # (sequences as one message)
     assert max(processed.values()) == 1  # ...once

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from rdss.cli import main
-from rdss.gateway import Gateway, Receipt
+from rdss.gateway import Gateway, Receipt, Received, Rejected
 from rdss.gateway.backend import state_directory
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
@@ -33,6 +33,7 @@ class Sent:
     duplicate: str
     invalid: str
     sequence: Receipt
+    refused: str
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +51,22 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
         invalid = workload.message("MetadataUpdate", "Event")
         broken = copy.deepcopy(invalid)
         del broken["messageBody"]["objectTitle"]
+        refused = workload.message("MetadataCreate", "Event")
         with Gateway(url, application="producer") as producer:
             producer.send(routed, channel="metadata")
             producer.send(duplicate)
             producer.send(duplicate)  # at least once: the same message again
             receipt = producer.send(workload.large(2_100_000))
+            producer.send(refused)
         runtime.publish([orjson.dumps(broken)])  # a producer that skipped the classifier
+        runtime.drain()
+
+        def archive(received: Received) -> None:  # a consumer refusing one message with its own code
+            if received.message_id == refused["messageHeader"]["messageId"]:
+                raise Rejected("APPERRMET001", "no such dataset here")
+
+        with Gateway(url, application="archive") as consumer:
+            consumer.listen("metadata", archive, idle_timeout=2, poll_interval=0.05)
         runtime.drain()
         yield Sent(
             runtime,
@@ -64,6 +75,7 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
             duplicate["messageHeader"]["messageId"],
             invalid["messageHeader"]["messageId"],
             receipt,
+            refused["messageHeader"]["messageId"],
         )
     finally:
         os.environ.clear()
@@ -144,6 +156,22 @@ def test_an_invalid_message(sent: Sent, capsys):
     code, out = trace(sent, capsys, sent.invalid)
     assert code == 0
     assert "record(s) moved to invalid (GENERR001)" in out.splitlines()[-1]
+
+
+def test_a_consumer_s_move(sent: Sent, capsys):
+    """Routed, then refused by a consumer, which put it on invalid itself: shown as that group's
+    move (its partition key), not as the broker's verdict, and nothing more entered input."""
+    found = trace_json(sent, capsys, sent.refused)
+    [record] = found["records"]
+    assert (record["outcome"], record["channels"]) == ("routed", ["metadata"])
+    assert found["moves"] == [{"group": "archive", "channel": "invalid", "errorCode": "APPERRMET001"}]
+    assert found["channels"] == {"input": 1, "metadata": 1, "invalid": 1}
+    assert found["errorCode"] is None  # the broker rejected nothing of it
+    assert found["summary"] == "routed to metadata; moved to invalid by consumer group archive (APPERRMET001)"
+    assert any(
+        e["what"] == "moved to invalid by consumer group archive: APPERRMET001 no such dataset here"
+        for e in found["events"]
+    )
 
 
 def test_a_reassembled_sequence(sent: Sent, capsys):
