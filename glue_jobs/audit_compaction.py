@@ -10,11 +10,11 @@ decided, record by record (:func:`matched`): a line whose bytes are those of a r
 broker made is a rejection, never a duplicate nor a messageId's curated row, so that producers'
 broken copies of a message (resent under its messageId) no longer count as duplicates of it.
 
-Records that entered ``input`` already carrying an errorCode (gateway consumers' moves, put on
-input since vendors may write no other channel; the broker sends them on unchanged) are
-rejection reports, with or without ``--errors``: never a curated message, never a duplicate of
-the message they were moved from (they share its messageId). A failure reply (a Document with
-correlationId and errorCode) is a message.
+Every audit line is a producer's record, judged as the broker judged it: a header's
+``errorCode`` and ``errorDescription`` are optional fields of a message, never a verdict (a
+valid message carrying them is curated like any other). Consumers' moves never enter ``input``:
+they are put on ``invalid`` and ``error`` by the consumers themselves, keyed ``moved:<group>``,
+and are no verdict on an input record (:func:`by_broker`).
 
 Output, under ``--output``:
 
@@ -220,14 +220,13 @@ def rejections(lines: DataFrame) -> DataFrame:
     """Errors-archive lines (``line, source``) as ``digest, errorCode, channel, bytes, crc32``:
     one row per record the broker itself moved there.
 
-    A record whose code the broker's classifier never gives (:data:`schema.BROKER_CODES`) was
-    accepted by the broker and failed later, at a consumer; a record that is not a decorated
-    record (its payload cannot be recovered) cannot be matched and is left out.
+    Which records are the broker's: :func:`by_broker`; a record that is not a decorated record
+    (its payload cannot be recovered) cannot be matched and is left out.
     """
     record = F.call_udf(ERROR_FUNCTION, F.col("line").cast("binary"))
     read = lines.select(record.alias("record"), F.regexp_extract("source", ERROR_CHANNEL, 1).alias("channel"))
     field = F.col("record").getField
-    broker = field("errorCode").isin(*schema.BROKER_CODES) & field("sha256").isNotNull()
+    broker = by_broker(field("errorCode")) & field("sha256").isNotNull()
     return read.where(broker).select(
         field("sha256").alias("digest"),
         field("errorCode").alias("errorCode"),
@@ -235,6 +234,18 @@ def rejections(lines: DataFrame) -> DataFrame:
         field("bytes").alias("bytes"),
         field("crc32").alias("crc32"),
     )
+
+
+def by_broker(error_code: Column, partition_key: Column | None = None) -> Column:
+    """Whether an errors-archive record is the broker's verdict on an input record (the rule,
+    in one place): not a consumer's move - consumers put theirs on invalid and error themselves,
+    keyed ``moved:<group>`` (:data:`schema.MOVED_PREFIX`) - and a code the broker's classifier
+    gives (:data:`schema.BROKER_CODES`; GENERR005, GENERR009 and application codes are only ever
+    consumers'). ``partition_key``: the record's, where the archive keeps it."""
+    broker = error_code.isin(*schema.BROKER_CODES)
+    if partition_key is None:
+        return broker
+    return broker & ~F.coalesce(partition_key.startswith(schema.MOVED_PREFIX), F.lit(False))
 
 
 def _payload_key(size: Column, crc: Column) -> Column:
@@ -273,9 +284,6 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
     field = F.col("header").getField
     message_id = field("messageId")
     no_message_id = message_id.isNull() | (message_id == "")
-    # a consumer's move (a record decorated already) is a rejection report; a failure reply is not
-    failure_reply = (field("messageClass") == "Document") & field("correlationId").isNotNull() & ~no_message_id
-    carried = field("json") & field("errorCode").isin(*schema.ERROR_CODES) & ~F.coalesce(failure_reply, F.lit(False))
     return parsed.select(
         F.when(~no_message_id, message_id).alias("messageId"),
         field("messageClass").alias("messageClass"),
@@ -293,10 +301,9 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
         field("publishedDay").alias("publishedDay"),
         F.col("source"),
         F.col("lineNumber"),
-        F.when(no_message_id | candidate | carried, F.col("line")).alias("rejectedLine"),
+        F.when(no_message_id | candidate, F.col("line")).alias("rejectedLine"),
         F.when(no_message_id, field("json")).alias("rejectedJson"),
         digest.alias("digest"),
-        F.when(carried, field("errorCode")).alias("carriedCode"),
     )
 
 
@@ -341,13 +348,11 @@ def matched(records: DataFrame, rejected: DataFrame) -> DataFrame:
 
 
 def judged(records: DataFrame, matches: DataFrame | None) -> DataFrame:
-    """``records`` with ``rejectedCode``: the code a record carried as it entered (a consumer's
-    move), else the broker's errorCode for those :func:`matched` found rejected, else null."""
+    """``records`` with ``rejectedCode``: the broker's errorCode for those :func:`matched` found
+    rejected, else null (and null for all when there is no errors archive to go by)."""
     if matches is None:
-        records = records.withColumn("rejectedCode", F.lit(None).cast("string"))
-    else:
-        records = records.join(F.broadcast(matches), "orderKey", "left")
-    return records.withColumn("rejectedCode", F.coalesce(F.col("carriedCode"), F.col("rejectedCode")))
+        return records.withColumn("rejectedCode", F.lit(None).cast("string"))
+    return records.join(F.broadcast(matches), "orderKey", "left")
 
 
 def accepted(records: DataFrame) -> DataFrame:
@@ -385,9 +390,8 @@ def duplicates(repeats: DataFrame) -> DataFrame:
 
 
 def rejects(records: DataFrame) -> DataFrame:
-    """Every line without a messageId, every record the broker rejected and every rejection report
-    (a consumer's move), raw, with the reason and the errorCode (:data:`schema.REJECT_COLUMNS`);
-    ``records`` as :func:`judged` gives them.
+    """Every line without a messageId and every record the broker rejected, raw, with the reason
+    and the broker's errorCode (:data:`schema.REJECT_COLUMNS`); ``records`` as :func:`judged` gives them.
 
     A line that is not valid UTF-8 is kept base64-encoded (reason ``not UTF-8``) so the table
     holds only valid strings and the bytes can still be recovered exactly.
@@ -399,7 +403,6 @@ def rejects(records: DataFrame) -> DataFrame:
     valid_utf8 = F.encode(F.decode(raw, "UTF-8"), "UTF-8") == raw
     reason = (
         F.when(~valid_utf8, F.lit(schema.REJECT_NOT_UTF8))
-        .when(F.col("carriedCode").isNotNull(), F.lit(schema.REJECT_REPORTED))
         .when(missing & ~F.col("rejectedJson"), F.lit(schema.REJECT_NOT_JSON))
         .when(missing, F.lit(schema.REJECT_NO_MESSAGE_ID))
         .otherwise(F.lit(schema.REJECT_BY_BROKER))

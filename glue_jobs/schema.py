@@ -102,29 +102,17 @@ REJECT_NOT_JSON = "not JSON"
 REJECT_NOT_UTF8 = "not UTF-8"  # the line is kept base64-encoded
 REJECT_NO_MESSAGE_ID = "no messageId"
 REJECT_BY_BROKER = "rejected by the broker"  # a message its errors-archive record shows refused
-#: A rejection report: a record that entered ``input`` already carrying an errorCode - a gateway
-#: consumer's move (invalid, expired, poison, refused by its application), which vendors put on
-#: input because they may write no other channel; the broker sent it on unchanged.
-REJECT_REPORTED = "moved by a consumer"
-REJECT_REASONS = (REJECT_NOT_JSON, REJECT_NOT_UTF8, REJECT_NO_MESSAGE_ID, REJECT_BY_BROKER, REJECT_REPORTED)
-
-#: Every code of the spec's Error Codes section (rdss.errors.ErrorCode; this file cannot import
-#: rdss in Glue): an audit line whose header carries one is a rejection report, as the broker
-#: treats it (rdss.validation.carried_error) - unless it is a failure reply.
-ERROR_CODES = (
-    *(f"GENERR{n:03d}" for n in range(1, 11)),
-    "APPERRMET001",
-    "APPERRMET002",
-    "APPERRMET003",
-    "APPERRMET004",
-    "APPERRVOC002",
-)
+REJECT_REASONS = (REJECT_NOT_JSON, REJECT_NOT_UTF8, REJECT_NO_MESSAGE_ID, REJECT_BY_BROKER)
 
 #: The codes the broker's classifier gives (parse, envelope, header, type, size, expiry and body
 #: stages): an errors-archive record with one of them may be the broker's refusal of an input
 #: record. Any other code (GENERR005 give-ups, GENERR009 handler failures, application codes)
 #: is a consumer's, about a message the broker had accepted.
 BROKER_CODES = ("GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR006", "GENERR007", "GENERR010")
+#: The partition key of a consumer's move starts with this, then names its consumer group
+#: (rdss.rejection.MOVED_PREFIX): consumers put their moves on invalid and error themselves, so
+#: such a record is no verdict on an input record, whatever its code.
+MOVED_PREFIX = "moved:"
 
 #: Per messageId the broker accepted more than once, how many of its records it dropped as
 #: duplicates (``<output>/duplicates``): the duplicate rate's numerator.

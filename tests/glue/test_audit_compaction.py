@@ -307,7 +307,7 @@ def test_columns_and_partitions(spark: Any, tmp_path: Path) -> None:
         messageSequence={"sequence": "seq-1", "position": 2, "total": 3},
         errorCode="APPERRMET003",
         errorDescription="no such object",
-        messageClass="Document",  # a failure reply: a message with errorCode (any other is a consumer's move)
+        messageClass="Document",  # a failure reply: a message with errorCode, like any other
     )
     evening["messageHeader"]["messageType"] = "MetadataRead"
     evening["messageBody"] = "a fragment, é"

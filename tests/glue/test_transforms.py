@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 
 from glue_jobs import audit_compaction, audit_report, schema
 from rdss import decoration
-from rdss.errors import ErrorCode
 from rdss.messages import failure_reply
+from rdss.rejection import MOVED_PREFIX
 from rdss.workload import Workload
 
 #: Records as :func:`audit_compaction.locate` gives them: the curated columns and the ones the rules read.
@@ -30,7 +30,6 @@ LOCATED = [
     ("rejectedLine", "string"),
     ("rejectedJson", "boolean"),
     ("rejectedFrom", "string"),
-    ("carriedCode", "string"),
 ]
 
 
@@ -148,49 +147,71 @@ def test_only_the_brokers_codes_are_its_rejections(spark: SparkSession) -> None:
     ]
 
 
-def test_records_that_entered_carrying_an_errorcode_are_rejection_reports(spark: SparkSession) -> None:
-    """A gateway consumer's moves enter input decorated (vendors write no other channel): with or
-    without the errors archive they are rejection reports - not curated messages, and not
-    duplicates of the message they were moved from, whose messageId they carry. A failure reply
-    (a Document with correlationId and errorCode) is a message; so is a genuine resend a duplicate."""
+def test_audit_lines_carrying_error_fields_are_judged_as_the_broker_judged_them(spark: SparkSession) -> None:
+    """Every audit line is a producer's record: a valid message whose header carries errorCode and
+    errorDescription (optional fields, e.g. left set on a fixed message) is curated like any other,
+    its resend a duplicate, a failure reply a message; a line the broker rejected is a reject only
+    as its errors-archive record shows - never because of a code in its header."""
     workload = Workload(9)
-    routed = orjson.dumps(workload.message("MetadataCreate", "Event"))
-    routed_id = orjson.loads(routed)["messageHeader"]["messageId"]
-    poisoned = decoration.decorate(routed, "GENERR009", "gave up after 5 failed attempts: ValueError: x")
-    refused = decoration.decorate(routed, "APPERRMET001", "no such dataset")
-    wrapped = decoration.decorate(b"\xff not JSON", "GENERR007", "malformed JSON")
+    fixed = workload.message("MetadataCreate", "Event")
+    fixed["messageHeader"]["errorCode"] = "GENERR009"
+    fixed["messageHeader"]["errorDescription"] = "gave up after 5 failed attempts (fixed since)"
+    valid = orjson.dumps(fixed)
     reply = orjson.dumps(failure_reply(workload.message("MetadataRead", "Command"), "APPERRMET003", "no such object"))
+    broken = fixed | {"messageHeader": fixed["messageHeader"] | {"messageId": "not-a-uuid"}}
+    refused = orjson.dumps(broken)
+    wrapped = decoration.decorate(b"\xff not JSON", "GENERR007", "malformed JSON")  # no messageId in it
     source = "s3://a/audit/year=2026/month=11/day=01/hour=12/rdss-t-input-1-2026-11-01-12-00-00-ab12.gz"
-    audit = [routed, poisoned, refused, wrapped, reply, routed]  # the last: a producer's resend
+    audit = [valid, reply, refused, wrapped, valid]  # the last: a producer's resend
     lines = spark.createDataFrame(
         [(line.decode(), source, number) for number, line in enumerate(audit)],
         "line string, source string, lineNumber long",
     )
     audit_compaction.register(spark)
-    for rejected in (
-        None,
-        audit_compaction.Rejections(
-            rejections(spark, []).withColumns(
-                {"channel": F.lit("invalid"), "bytes": F.lit(None).cast("long"), "crc32": F.lit(None).cast("long")}
-            )
-        ),
-    ):
-        outputs = audit_compaction.transform(lines, audit_compaction.objects(spark, [source]), rejected)
-        kept = sorted(row["messageId"] for row in outputs.messages.collect())
-        assert kept == sorted([routed_id, orjson.loads(reply)["messageHeader"]["messageId"]])
-        assert [tuple(row) for row in outputs.duplicates.collect()] == [(routed_id, 1)]  # the resend only
-        reports = sorted((row["line"], row["reason"], row["errorCode"]) for row in outputs.rejects.collect())
-        assert reports == sorted(
-            [
-                (poisoned.decode(), schema.REJECT_REPORTED, "GENERR009"),
-                (refused.decode(), schema.REJECT_REPORTED, "APPERRMET001"),
-                (wrapped.decode(), schema.REJECT_REPORTED, "GENERR007"),
-            ]
-        )
+    verdicts = rejections(spark, [(hashlib.sha256(refused).hexdigest(), "GENERR010")]).withColumns(
+        {"channel": F.lit("invalid"), "bytes": F.lit(len(refused)), "crc32": F.crc32(F.lit(refused))}
+    )
+    outputs = audit_compaction.transform(
+        lines, audit_compaction.objects(spark, [source]), audit_compaction.Rejections(verdicts)
+    )
+    kept = {row["messageId"]: row["errorCode"] for row in outputs.messages.collect()}
+    assert kept == {
+        fixed["messageHeader"]["messageId"]: "GENERR009",
+        orjson.loads(reply)["messageHeader"]["messageId"]: "APPERRMET003",
+    }
+    assert [tuple(row) for row in outputs.duplicates.collect()] == [(fixed["messageHeader"]["messageId"], 1)]
+    reports = sorted((row["line"], row["reason"], row["errorCode"]) for row in outputs.rejects.collect())
+    assert reports == sorted(
+        [
+            (refused.decode(), schema.REJECT_BY_BROKER, "GENERR010"),
+            (wrapped.decode(), schema.REJECT_NO_MESSAGE_ID, None),
+        ]
+    )
 
 
-def test_the_error_codes_are_the_specs() -> None:
-    assert tuple(code.value for code in ErrorCode) == schema.ERROR_CODES
+def test_a_consumer_s_move_in_the_errors_archive_is_no_verdict_on_an_input_record(spark: SparkSession) -> None:
+    """by_broker: the broker's classifier codes, and never a record keyed as a consumer's move."""
+    rows = spark.createDataFrame(
+        [
+            ("GENERR010", "record#shardId-000000000000/1"),
+            ("GENERR010", "moved:archivematica"),
+            ("GENERR003", None),
+            ("GENERR009", "9f0c7a1e"),
+            ("APPERRMET001", "moved:archivematica"),
+        ],
+        "errorCode string, partitionKey string",
+    )
+    keyed = rows.where(audit_compaction.by_broker(F.col("errorCode"), F.col("partitionKey")))
+    assert sorted(tuple(row) for row in keyed.collect()) == [
+        ("GENERR003", None),
+        ("GENERR010", "record#shardId-000000000000/1"),
+    ]
+    unkeyed = rows.where(audit_compaction.by_broker(F.col("errorCode")))  # an archive without partition keys
+    assert sorted(row["errorCode"] for row in unkeyed.collect()) == ["GENERR003", "GENERR010", "GENERR010"]
+
+
+def test_the_move_prefix_is_the_gateway_s() -> None:
+    assert schema.MOVED_PREFIX == MOVED_PREFIX
 
 
 # -- report ------------------------------------------------------------------------------------------
