@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rdss import messages
@@ -112,10 +113,10 @@ def run(
         source = f"{messages_dir}" if messages_dir else "the built-in workload"
         payloads = [p for _, records in items for p in records]
         published = runtime.publish(payloads)
-        console.print(f"published {len(items)} input(s), {len(payloads)} record(s) from {source}")
+        console.print(f"published {len(items)} input(s), {len(payloads)} record(s) from {escape(source)}")
         for record in published:
             if record.refused is not None:
-                console.print(f"[red]refused by the stream[/]: {record.refused[0]} {record.refused[1]}")
+                console.print(f"[red]refused by the stream[/]: {escape(f'{record.refused[0]} {record.refused[1]}')}")
         inputs, cursor = [], 0
         for name, records in items:
             inputs.append(Input(name, published[cursor : cursor + len(records)]))
@@ -248,12 +249,12 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     shown = [a for a in result.inputs if not (builtin and a.name.startswith("bulk-"))]
     for item in shown:
         colour = colours.get(item.outcome, "magenta")
-        table.add_row(
-            item.name,
+        table.add_row(  # file names and codes as they are: no markup of theirs is interpreted
+            escape(item.name),
             str(item.records),
             f"[{colour}]{item.outcome}[/]",
             ", ".join(item.channels),
-            item.error_code or "",
+            escape(item.error_code or ""),
         )
     hidden = len(result.inputs) - len(shown)
     if hidden:
@@ -276,7 +277,9 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     )
     if "trace" in body:
         trace = body["trace"]
-        console.print(f"[bold]Where one message went[/] ({trace['input']}): [cyan]{trace['command']}[/]")
+        console.print(
+            f"[bold]Where one message went[/] ({escape(trace['input'])}): [cyan]{escape(trace['command'])}[/]"
+        )
         timeline: list[str] = trace["lines"]
         if len(timeline) > 24:
             more = f"... {len(timeline) - 20} more (the report has them all)"

@@ -34,6 +34,7 @@ class Sent:
     invalid: str
     sequence: Receipt
     refused: str
+    mangled: str
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,9 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
             producer.send(duplicate)  # at least once: the same message again
             receipt = producer.send(workload.large(2_100_000))
             producer.send(refused)
-        runtime.publish([orjson.dumps(broken)])  # a producer that skipped the classifier
+        mangled = workload.message("MetadataCreate", "Event")  # header members of the wrong kinds
+        mangled["messageHeader"] |= {"messageSequence": ["not", "an", "object"], "messageTimings": "yesterday"}
+        runtime.publish([orjson.dumps(broken), orjson.dumps(mangled)])  # a producer that skipped the classifier
         runtime.drain()
 
         def archive(received: Received) -> None:  # a consumer refusing one message with its own code
@@ -76,6 +79,7 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
             invalid["messageHeader"]["messageId"],
             receipt,
             refused["messageHeader"]["messageId"],
+            mangled["messageHeader"]["messageId"],
         )
     finally:
         os.environ.clear()
@@ -156,6 +160,15 @@ def test_an_invalid_message(sent: Sent, capsys):
     code, out = trace(sent, capsys, sent.invalid)
     assert code == 0
     assert "record(s) moved to invalid (GENERR001)" in out.splitlines()[-1]
+
+
+def test_a_header_of_the_wrong_shape(sent: Sent, capsys):
+    """The only copy of the message has a messageSequence that is a list and messageTimings that
+    is a string: traced all the same, from what the deployment kept."""
+    found = trace_json(sent, capsys, sent.mangled)
+    [record] = found["records"]
+    assert (record["outcome"], record["errorCode"]) == ("invalid", "GENERR004")
+    assert found["sequence"] is None
 
 
 def test_a_consumer_s_move(sent: Sent, capsys):
