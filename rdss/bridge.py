@@ -19,7 +19,8 @@ PutRecords, SENT). A source record is settled only after the target acknowledged
   is retried the same way.
 
 A record that fails the classifier is not forwarded as it is: it goes, decorated, to the
-target's ``invalid`` or ``error`` channel (the same classification as everywhere else).
+target's ``invalid`` or ``error`` channel (the same classification as everywhere else), keyed as
+its consumer group's move (``moved:bridge``), as every consumer's move is.
 Sequence parts travel as they are, each its own record.
 """
 
@@ -37,6 +38,7 @@ from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
 from rdss.gateway.exceptions import MessageRefused, SendFailed
 from rdss.logs import message_fields
+from rdss.rejection import moved_key
 from rdss.repository.entries import SENT
 from rdss.retry import PATIENT, Backoff, Streak
 from rdss.validation import Verdict, validate
@@ -200,7 +202,7 @@ class Bridge:
             if received:
                 _log.info("Message received", extra=message_fields(verdict.header or {}, channel))
             if not verdict.valid or verdict.header is None:
-                outgoing = self._rejected(delivery.payload, verdict, None, delivery.key or delivery.id)
+                outgoing = self._rejected(delivery.payload, verdict, None)
                 rejected.append(outgoing)
                 _log.warning(
                     "bridge: a record of %s moved to %s: %s %s",
@@ -236,7 +238,7 @@ class Bridge:
                 for refusal in refused.refusals:
                     message_id = sent_ids[refusal.index]
                     payload = payloads.pop(message_id)
-                    rejected.append(self._rejected(payload, refusal.error_code, refusal.error_description, message_id))
+                    rejected.append(self._rejected(payload, refusal.error_code, refusal.error_description))
                 continue
             except Exception as error:  # the target dropped: try again after a pause
                 receipts = []
@@ -248,10 +250,11 @@ class Bridge:
                 return False
         return self._reject(rejected, stop)
 
-    def _rejected(self, payload: bytes, reason: Verdict | ErrorCode, description: str | None, key: str) -> Outgoing:
-        """The target's record for a message it will not take (decorated, or a claim check)."""
+    def _rejected(self, payload: bytes, reason: Verdict | ErrorCode, description: str | None) -> Outgoing:
+        """The target's record for a message it will not take (decorated, or a claim check),
+        keyed as the move of the bridge's consumer group (:func:`rdss.rejection.moved_key`)."""
         rejection = self.target.rejector.reject(payload, reason, description)
-        return Outgoing(rejection.channel, rejection.record, key, rejection.headers)
+        return Outgoing(rejection.channel, rejection.record, moved_key(self.group), rejection.headers)
 
     def _reject(self, rejected: list[Outgoing], stop: threading.Event) -> bool:
         while rejected:

@@ -44,7 +44,8 @@ def test_kinesis_to_rabbitmq_drops_duplicates_and_moves_invalid_records(kinesis_
     messages = Workload(seed=41).mix(60)
     system.publish([serialise(m) for m in messages], channel="metadata")  # the broker's output
     system.publish([serialise(m) for m in messages[:5]], channel="metadata")  # at least once: again
-    system.publish([b'{"messageHeader": 7}'], channel="metadata")  # not a message: GENERR004
+    # not a message (GENERR004), keyed as a consumer's move would be: the bridge's move is its own
+    system.publish([b'{"messageHeader": 7}'], channel="metadata", partition_key="moved:impostor")
     bridge = open_bridge(kinesis_url, url, ["metadata"], declare=["repository"], poll_interval=0.1)
     stats = bridge.run(idle_timeout=1.5)
     assert stats.forwarded == 60
@@ -55,8 +56,9 @@ def test_kinesis_to_rabbitmq_drops_duplicates_and_moves_invalid_records(kinesis_
     raw += sum(len(drain(rabbitmq, f"{ns}.repository.metadata.{t}")) for t in ("MetadataDelete", "MetadataRead"))
     raw += sum(len(drain(rabbitmq, f"{ns}.repository.metadata.{t}")) for t in ("VocabularyRead", "VocabularyPatch"))
     assert raw == 60  # on the far side once each, duplicates dropped by the bridge
-    [(_, invalid)] = drain(rabbitmq, f"{ns}.invalid")
+    [(properties, invalid)] = drain(rabbitmq, f"{ns}.invalid")
     assert orjson.loads(invalid)["messageHeader"]["errorCode"] == "GENERR004"
+    assert properties.headers["rdss-key"] == "moved:bridge"  # moved by the bridge's consumer group
 
 
 @pytest.mark.parametrize("queues", ["url", "classic_url"])
