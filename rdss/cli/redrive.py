@@ -10,6 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.awserrors import describe
 from rdss.cli.common import INVALID, CommandError, add_command
+from rdss.display import printable
 from rdss.topology import RDSS, Deployment
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as error:
         raise CommandError(describe(error)) from error
     for line in report.lines():
-        print(line)
+        print(printable(line))
     return 0 if report.ok else INVALID
 
 
