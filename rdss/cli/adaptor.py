@@ -117,6 +117,14 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
         raise CommandError(f"state file {state}: {error}") from error
     try:
         gateway = Gateway(deployment_url(args.url), application=args.application)
+        # a harvester runs for days: a deployment it cannot reach is said now, not at the first page
+        check = getattr(gateway.transport, "check", None)
+        if check is not None:
+            try:
+                check([gateway.sender.entry(args.channel)])
+            except BaseException:
+                gateway.close()
+                raise
     except (URLError, TransportError) as error:
         raise CommandError(str(error), USAGE) from error
     except (ClientError, BotoCoreError) as error:
