@@ -41,6 +41,19 @@ def printable(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+# what JSON encoders leave raw (C0 they escape already): DEL, C1, the bidirectional controls
+_JSON_RAW = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def printable_json(data: bytes) -> bytes:
+    """JSON text (UTF-8) with the control characters JSON encoders leave raw written as
+    ``\\uXXXX`` escapes: the same JSON value, safe on a terminal."""
+    text = data.decode("utf-8")
+    if _JSON_RAW.search(text) is None:
+        return data
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
     named = _NAMED.get(char)
