@@ -25,8 +25,8 @@ def state_directory() -> Path:
 
 
 def creatable(path: Path) -> Path:
-    """``path`` once its directory exists: made when it lies under :func:`state_directory`,
-    else it must be there already.
+    """``path`` once its directory exists: made when it lies under :func:`state_directory` (or
+    the default one under the home directory), else it must be there already.
 
     Raises:
         StateError: the directory is missing outside the state directory, or cannot be made.
@@ -35,7 +35,10 @@ def creatable(path: Path) -> Path:
     if parent.is_dir():
         return path
     state = state_directory()
-    if not parent.resolve().is_relative_to(state.resolve()):
+    # the home default too: ``rdss vendor config`` spells a gateway's default file from it
+    # (~/.local/state/rdss), whatever $XDG_STATE_HOME the gateway's host sets
+    roots = (state, Path.home() / ".local" / "state" / "rdss")
+    if not any(parent.resolve().is_relative_to(root.resolve()) for root in roots):
         raise StateError(
             f"{path}: the directory {parent} does not exist (files are created in a directory that exists, "
             f"or under the state directory {state})"
