@@ -1,17 +1,21 @@
 """boto3 clients configured the way every part of the system wants them.
 
 ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_<SERVICE>``) points them at the embedded emulator,
-LocalStack or real AWS; boto3 reads those variables itself.
+LocalStack or real AWS; boto3 reads those variables itself. Which of their failures are worth
+another attempt is :mod:`rdss.awserrors`.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
+
+from rdss.awserrors import ClientConfigurationError
 
 #: Standard retry mode (exponential backoff with jitter, throttling-aware), bounded timeouts:
 #: a processor must fail a call in good time rather than outlive its Lambda timeout.
@@ -25,9 +29,18 @@ CLIENT_CONFIG = Config(
 
 def client(service: str, session: boto3.Session | None = None, **kwargs: Any) -> Any:
     """A boto3 client for ``service`` with the project's retry and timeout settings (from
-    ``session``'s credentials if given, else boto3's default chain)."""
+    ``session``'s credentials if given, else boto3's default chain).
+
+    Raises:
+        ClientConfigurationError: the endpoint (``AWS_ENDPOINT_URL``...) is not a URL.
+        NoRegionError: no region is configured.
+    """
     kwargs.setdefault("config", CLIENT_CONFIG)
-    return (session or boto3).client(service, **kwargs)
+    try:
+        return (session or boto3).client(service, **kwargs)
+    except ValueError as error:  # botocore's "Invalid endpoint: garbage", from the environment
+        named = kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or "the endpoint"
+        raise ClientConfigurationError(problem=f"cannot use {named} for {service}: {error}") from None
 
 
 def assumed_session(
@@ -52,6 +65,9 @@ def assumed_session(
         role_arn=role_arn,
         extra_args=extra,
     )
+    # Assume it now: a role or external ID STS refuses is a mistake in the URL, reported once
+    # here, not on every call of every retry (botocore would log each with its traceback).
+    fetcher.fetch_credentials()
     botocore_session = botocore.session.Session()
     botocore_session._credentials = DeferredRefreshableCredentials(  # boto3's documented hook for this
         method="assume-role", refresh_using=fetcher.fetch_credentials

@@ -327,6 +327,12 @@ def open_bridge(
         source.close()
         raise
     try:
+        # a side that cannot be reached, or lacks a channel, is a mistake to say at once: once
+        # running, the bridge retries a side that drops, which would hide it
+        for side in (source, target):
+            check = getattr(side.transport, "check", None)
+            if check is not None:
+                check(channels)
         declare_queues = getattr(target.transport, "declare", None)
         if declare and declare_queues is not None:
             for channel in channels:

@@ -36,6 +36,7 @@ from typing import IO, Any
 import orjson
 
 from rdss import __version__, timestamps
+from rdss.display import redact, safe
 from rdss.syslog import FIELDS, LOCAL0, SyslogFormatter, SyslogHandler, render_fields
 
 FORMATS = ("syslog", "json", "text")
@@ -144,6 +145,7 @@ def configure(
         handler = _stream_handler(stream)
         formatter = JSONFormatter if log_format == "json" else TextFormatter
         handler.setFormatter(formatter(application, version))
+    handler.addFilter(_library_failures_in_one_line)
     setattr(handler, _OURS, True)
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, _OURS, False)]:
@@ -154,6 +156,22 @@ def configure(
     logging.getLogger("pika").setLevel(logging.CRITICAL)  # its failures are reported as ours
     logging.getLogger("botocore").setLevel(max(logging.WARNING, root.level))
     return handler
+
+
+#: Libraries that log a failure with its traceback before raising it to us (botocore's credential
+#: refresh, for one): the exception we report says it; their line keeps one line of it.
+_LIBRARIES = ("botocore", "boto3", "urllib3", "pika", "s3transfer")
+
+
+def _library_failures_in_one_line(record: logging.LogRecord) -> bool:
+    """A library's record with a traceback becomes one line naming the exception."""
+    if record.exc_info and record.exc_info[1] is not None and record.name.split(".")[0] in _LIBRARIES:
+        error = record.exc_info[1]
+        record.msg = f"{record.getMessage()} ({type(error).__name__}: {' '.join(str(error).split())})"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+    return True
 
 
 class _StandardError(logging.Handler):
@@ -220,9 +238,10 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = _timestamp(record)
-        text = f"{stamp} {self.app}[{record.process}] [{record.levelname}] {record.getMessage()}{render_fields(record)}"
+        message = safe(record.getMessage())  # one line, no terminal escapes, no password
+        text = f"{stamp} {self.app}[{record.process}] [{record.levelname}] {message}{render_fields(record)}"
         if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
+            text += "\n" + redact(self.formatException(record.exc_info))
         return text
 
 
@@ -243,14 +262,14 @@ class JSONFormatter(logging.Formatter):
             "hostname": self.hostname,
             "pid": record.process,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),  # JSON escapes control characters itself
         }
         for name in FIELDS:
             value = record.__dict__.get(name)
             if value is not None:
                 line[name] = value
         if record.exc_info and record.exc_info[1] is not None:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = redact(self.formatException(record.exc_info))
         return orjson.dumps(line, default=str).decode()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.awserrors import TRANSIENT_CODES, transient
 from rdss.errors import ErrorCode
 from rdss.retry import Backoff
 
@@ -31,20 +32,6 @@ MAX_RECORD_DATA = MAX_RECORD_BYTES - 256
 
 #: Retrying inside a Lambda invocation must fit its time budget: 6 retries, at most 3.2 s each.
 DEFAULT_BACKOFF = Backoff(max_retries=6, cap=3.2)
-
-# Failures worth another attempt: capacity, transient service faults, the network.
-_RETRYABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "KMSThrottlingException",
-        "LimitExceededException",
-        "ThrottlingException",
-        "RequestTimeout",
-        "InternalServerError",
-    }
-)
 
 _log = logging.getLogger(__name__)
 
@@ -169,21 +156,24 @@ class PutRecordsBatcher:
         report.calls += 1
         try:
             response = self.client.put_records(StreamName=stream, Records=entries)
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "ClientError")
-            message = str(error)
-            if code in _RETRYABLE_CODES:
+        except (ClientError, BotoCoreError) as error:
+            # throttling, 5xx, timeouts are retried; connection refused, no credentials, a missing
+            # stream fail the same way every time, so the records fail now (rdss.aws.transient)
+            if isinstance(error, ClientError):
+                code = error.response.get("Error", {}).get("Code", "ClientError")
+            else:
+                code = type(error).__name__
+            message = " ".join(str(error).split())
+            if transient(error):
                 return [(record, code, message) for record in chunk]
             report.failed.extend(Failed(record, code, message) for record in chunk)
             return []
-        except BotoCoreError as error:  # connection refused, timeouts: the network, so retry
-            return [(record, type(error).__name__, str(error)) for record in chunk]
         retry = []
         for record, result in zip(chunk, response["Records"], strict=True):
             code = result.get("ErrorCode")
             if code is None:
                 report.delivered.append(Delivered(record, result["ShardId"], result["SequenceNumber"]))
-            elif code in _RETRYABLE_CODES:
+            elif code in TRANSIENT_CODES:
                 retry.append((record, code, result.get("ErrorMessage", "")))
             else:
                 report.failed.append(Failed(record, code, result.get("ErrorMessage", "")))

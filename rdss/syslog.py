@@ -16,6 +16,8 @@ import os
 import socket
 from datetime import UTC, datetime
 
+from rdss.display import printable, safe
+
 #: RFC 5424 facilities the spec lets applications use.
 LOCAL0, LOCAL1, LOCAL2, LOCAL3, LOCAL4, LOCAL5, LOCAL6, LOCAL7 = range(16, 24)
 
@@ -84,8 +86,9 @@ class SyslogFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
             text += f" ({type(error).__name__}: {error})"
-        # one record, one line: a newline would start a new syslog message
-        text = text.replace("\r", " ").replace("\n", " ")
+        # one record, one line: a newline would start a new syslog message, and a control
+        # character a producer wrote must not reach whoever reads the log on a terminal
+        text = safe(text)
         process = record.process or os.getpid()
         line = f"<{priority}>1 {timestamp} {self.hostname} {self.app} {process} - - [{record.levelname}] {text}"
         encoded = line.encode("utf-8")
@@ -129,8 +132,8 @@ def render_fields(record: logging.LogRecord) -> str:
         if value is None:
             continue
         text = str(value)
-        if not text or any(ch in text for ch in ' "='):
-            text = json.dumps(text, ensure_ascii=False)
+        if not text or any(ch in text for ch in ' "=') or printable(text) != text:
+            text = printable(json.dumps(text, ensure_ascii=False))  # quoted, its control characters escaped
         rendered.append(f" {name}={text}")
     return "".join(rendered)
 

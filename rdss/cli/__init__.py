@@ -9,18 +9,26 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rdss import __version__
 from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
-from rdss.cli.common import CommandError
+from rdss.cli.common import USAGE, CommandError, describe_os_error
+from rdss.display import safe
 
 _COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive, vendor)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line (the usage itself is ``--help``'s),
+    secrets and control characters in the arguments it quotes made safe to print."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: {safe(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rdss", description="RDSS Message API 3.0.2: validate, build, split and move messages."
-    )
+    parser = _Parser(prog="rdss", description="RDSS Message API 3.0.2: validate, build, split and move messages.")
     parser.add_argument("--version", action="version", version=f"rdss {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _COMMANDS:
@@ -34,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except CommandError as error:
-        print(f"rdss {args.command}: {error}", file=sys.stderr)
+        print(f"rdss {args.command}: {safe(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130
@@ -42,3 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # output piped into a reader that stopped early (e.g. head): not an error of ours
         sys.stderr.close()
         return 0
+    except OSError as error:  # a file or socket the user named, failing where no command expected it
+        said = describe_os_error(error) if error.filename is not None else f"{error.strerror or error}"
+        print(f"rdss {args.command}: {safe(said)}", file=sys.stderr)
+        return USAGE

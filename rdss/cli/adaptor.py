@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,19 +18,28 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.awserrors import describe
 from rdss.cli.common import (
     INVALID,
     USAGE,
     CommandError,
-    _positive_float,
     add_command,
     add_sender_options,
     configure_service_logging,
+    deployment_url,
     report,
+    seconds,
     stop_on_signals,
+    whole_number,
 )
+from rdss.display import redact
+from rdss.statedir import creatable, state_directory
 
 _APPLICATION = "oai-pmh-adaptor"
+# the client's own defaults (rdss.adaptors.oai_pmh.fetch), spelt here so that ``rdss --help``
+# does not import the adaptor (half a second); tests/amqp/test_oai_pmh.py checks they agree
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_DEADLINE = 120.0
 
 
 def register(commands: Any) -> None:
@@ -53,14 +61,30 @@ def register(commands: Any) -> None:
     oai.add_argument("--set", dest="set_spec", metavar="SPEC", help="harvest one set only")
     oai.add_argument("--metadata-prefix", default="oai_dc", help="default: oai_dc (the only one translated)")
     oai.add_argument("--from", dest="start_from", metavar="DATESTAMP", help="first harvest starts here (default: all)")
-    oai.add_argument("--interval", type=_positive_float, default=300.0, metavar="S", help="seconds between harvests")
+    oai.add_argument(
+        "--interval", type=seconds(1), default=300.0, metavar="S", help="seconds between harvests (at least 1)"
+    )
     oai.add_argument("--once", action="store_true", help="one complete harvest, then exit")
     oai.add_argument(
         "--retries",
-        type=int,
+        type=whole_number(0, 20),
         default=8,
         metavar="N",
         help="retries of a request the network or server fails (default 8)",
+    )
+    oai.add_argument(
+        "--max-bytes",
+        type=whole_number(1024, 1024**3),
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help=f"the largest answer read from the repository (default {DEFAULT_MAX_BYTES:,}); a larger one fails",
+    )
+    oai.add_argument(
+        "--deadline",
+        type=seconds(0, 3600),
+        default=DEFAULT_DEADLINE,
+        metavar="S",
+        help=f"the most one request to the repository may take, redirects included (default {DEFAULT_DEADLINE:g})",
     )
     oai.add_argument("--json", action="store_true", help="one JSON line of figures per harvest")
 
@@ -73,7 +97,12 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
 
     configure_service_logging(args, args.application)
-    if urlsplit(args.endpoint).scheme not in ("http", "https"):
+    try:
+        endpoint = urlsplit(args.endpoint)
+        _ = endpoint.port  # a malformed port or IPv6 host raises here
+    except ValueError as error:
+        raise CommandError(f"{args.endpoint!r} is not a URL: {error}") from None
+    if endpoint.scheme not in ("http", "https") or not endpoint.hostname:
         raise CommandError(f"{args.endpoint!r} is not an http(s) URL")
     if args.metadata_prefix != "oai_dc":
         raise CommandError("only oai_dc (Dublin Core) records are translated")
@@ -83,14 +112,33 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
         raise CommandError(f"--profile: {error}") from error
     state = args.state or _default_state(args.endpoint, args.set_spec)
     try:
-        gateway = Gateway(args.url, application=args.application)
+        creatable(state)  # where it will be saved after the first page: say now if it cannot be
+    except ValueError as error:
+        raise CommandError(f"state file {state}: {error}") from error
+    try:
+        gateway = Gateway(deployment_url(args.url), application=args.application)
+        # a harvester runs for days: a deployment it cannot reach is said now, not at the first page
+        check = getattr(gateway.transport, "check", None)
+        if check is not None:
+            try:
+                check([gateway.sender.entry(args.channel)])
+            except BaseException:
+                gateway.close()
+                raise
     except (URLError, TransportError) as error:
         raise CommandError(str(error), USAGE) from error
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error), USAGE) from error
     stop = stop_on_signals()
     with gateway:
         try:
             adaptor = OaiPmhAdaptor(
-                OaiPmhClient(args.endpoint, backoff=replace(NETWORK_BACKOFF, max_retries=max(0, args.retries))),
+                OaiPmhClient(
+                    args.endpoint,
+                    backoff=replace(NETWORK_BACKOFF, max_retries=args.retries),
+                    max_bytes=args.max_bytes,
+                    deadline=args.deadline,
+                ),
                 lambda messages: gateway.send_all(messages, channel=args.channel),
                 state,
                 profile=profile,
@@ -99,13 +147,14 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
                 start_from=args.start_from,
             )
         except (OSError, ValueError) as error:
-            raise CommandError(f"state file {state}: {error}") from error
+            raise CommandError(f"state file {state}: {getattr(error, 'strerror', None) or error}") from error
         while not stop.is_set():
             try:
                 stats = adaptor.harvest(stop)
             except (HarvestError, SendFailed, GatewayError, ClientError, BotoCoreError) as error:
                 if args.once:
-                    raise CommandError(str(error), INVALID) from error
+                    text = describe(error) if isinstance(error, ClientError | BotoCoreError) else str(error)
+                    raise CommandError(text, INVALID) from error
                 logging.getLogger(__name__).error("harvest failed: %s; next attempt in %g s", error, args.interval)
             else:
                 _report(args, adaptor.state.harvests, stats.as_dict())
@@ -118,7 +167,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, number: int, figures: dict[str, Any]) -> None:
     summary = (
-        f"harvest {number} of {args.endpoint}: {figures['pages']} page(s), {figures['records']} record(s): "
+        f"harvest {number} of {redact(args.endpoint)}: {figures['pages']} page(s), {figures['records']} record(s): "
         f"{figures['created']} created, {figures['updated']} updated, {figures['deleted']} deleted, "
         f"{figures['unchanged']} unchanged, {figures['invalid']} invalid"
         + ("" if figures["complete"] else " (stopped; resumes from here)")
@@ -127,7 +176,6 @@ def _report(args: argparse.Namespace, number: int, figures: dict[str, Any]) -> N
 
 
 def _default_state(endpoint: str, set_spec: str | None) -> Path:
-    home = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     host = urlsplit(endpoint).hostname or "repository"
     digest = hashlib.sha256(f"{endpoint}|{set_spec}".encode()).hexdigest()[:8]
-    return home / "rdss" / f"oai-pmh-{host}-{digest}.json"
+    return state_directory() / f"oai-pmh-{host[:64]}-{digest}.json"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -15,14 +16,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rdss.cli.common import (
     USAGE,
     CommandError,
-    _positive_float,
     add_command,
     add_service_options,
     configure_service_logging,
+    number,
     report,
+    seconds,
     stop_on_signals,
     unreachable_is_usage,
 )
+from rdss.display import redact
 
 
 def register(commands: Any) -> None:
@@ -36,10 +39,10 @@ def register(commands: Any) -> None:
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]")
     archive.add_argument("--group", default="audit", help="the consumer group of the Wire Tap (default: audit)")
     archive.add_argument(
-        "--buffer-seconds", type=_positive_float, default=60.0, metavar="S", help="write at least every S s (60)"
+        "--buffer-seconds", type=seconds(0, 3600), default=60.0, metavar="S", help="write at least every S s (60)"
     )
     archive.add_argument(
-        "--buffer-mb", type=_positive_float, default=5.0, metavar="N", help="or when N MiB are buffered (5)"
+        "--buffer-mb", type=number(0, 1024, what="MiB"), default=5.0, metavar="N", help="or when N MiB are buffered (5)"
     )
     add_service_options(archive, idle="without a message")
 
@@ -55,8 +58,12 @@ def run_archive(args: argparse.Namespace) -> int:
 
     configure_service_logging(args, f"rdss-archive-{args.group}")
     try:
+        if not args.target.startswith("s3://"):
+            Path(args.target).mkdir(parents=True, exist_ok=True)  # a directory it cannot write: say so now
         sink = open_sink(args.target)
-    except ValueError as error:
+    except OSError as error:
+        raise CommandError(f"--to {args.target}: {error.strerror or error}") from error
+    except (ValueError, BotoCoreError) as error:
         raise CommandError(str(error)) from error
     with unreachable_is_usage():
         gateway = Gateway(args.url, application=args.group)
@@ -70,7 +77,7 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        print(f"archiving every message of {args.url} to {sink}", file=sys.stderr, flush=True)
+        print(f"archiving every message of {redact(args.url)} to {sink}", file=sys.stderr, flush=True)
         try:
             stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
         except (ClientError, BotoCoreError, OSError) as error:

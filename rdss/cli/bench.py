@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rdss.cli.common import CommandError, print_json
+from rdss.cli.common import CommandError, print_json, whole_number
 
 
 def register(commands: Any) -> None:
@@ -20,7 +20,9 @@ def register(commands: Any) -> None:
         """A benchmark's parser: its size option (flag, default, what is counted), --json, run."""
         flag, default, what = size
         parser = kinds.add_parser(name, help=summary)
-        parser.add_argument(flag, type=int, default=default, metavar="N", help=f"{what} (default {default:,})")
+        parser.add_argument(
+            flag, type=whole_number(1, 100_000_000), default=default, metavar="N", help=f"{what} (default {default:,})"
+        )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.set_defaults(run=run)
         return parser
@@ -31,8 +33,8 @@ def register(commands: Any) -> None:
         run_validate,
         ("--messages", 2000, "messages"),
     )
-    check.add_argument("--seed", type=int, default=7)
-    check.add_argument("--rounds", type=int, default=5, help="timed passes; the median is reported")
+    check.add_argument("--seed", type=whole_number(0), default=7)
+    check.add_argument("--rounds", type=whole_number(1, 1000), default=5, help="timed passes; the median is reported")
     check.add_argument(
         "--reference-schemas",
         type=Path,
@@ -47,12 +49,12 @@ def register(commands: Any) -> None:
         run_glue,
         ("--records", 1_000_000, "raw records"),
     )
-    glue.add_argument("--seed", type=int, default=11)
+    glue.add_argument("--seed", type=whole_number(0), default=11)
     glue.add_argument("--workdir", type=Path, metavar="DIR", help="where archives and outputs go (default: a temp dir)")
     glue.add_argument("--keep", action="store_true", help="keep the generated archives and outputs")
     glue.add_argument(
         "--broken-every",
-        type=int,
+        type=whole_number(0),
         default=100,
         metavar="N",
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
@@ -62,7 +64,9 @@ def register(commands: Any) -> None:
     broker = benchmark(
         "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
     )
-    broker.add_argument("--batch", type=int, default=1000, metavar="B", help="records per event (default 1000)")
+    broker.add_argument(
+        "--batch", type=whole_number(1, 10_000), default=1000, metavar="B", help="records per event (default 1000)"
+    )
     broker.add_argument("--stub-aws", action="store_true", help="answer AWS calls in memory: the CPU-only rate")
 
     send = benchmark(
@@ -71,7 +75,9 @@ def register(commands: Any) -> None:
         run_send,
         ("--messages", 10_000, "messages"),
     )
-    send.add_argument("--shards", type=int, default=2, metavar="S", help="shards of the input stream (default 2)")
+    send.add_argument(
+        "--shards", type=whole_number(1, 64), default=2, metavar="S", help="shards of the input stream (default 2)"
+    )
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
 
     amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
@@ -89,7 +95,9 @@ def register(commands: Any) -> None:
     bridge.add_argument("--url", help=amqp_url)
 
     coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
-    coldstart.add_argument("--rounds", type=int, default=7, metavar="N", help="fresh processes per figure (default 7)")
+    coldstart.add_argument(
+        "--rounds", type=whole_number(1, 1000), default=7, metavar="N", help="fresh processes per figure (default 7)"
+    )
     coldstart.add_argument("--json", action="store_true", help="print the figures as JSON")
     coldstart.set_defaults(run=run_coldstart)
 

@@ -15,15 +15,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rdss.cli.common import (
     USAGE,
     CommandError,
-    _positive_float,
-    _positive_int,
     add_command,
     add_service_options,
     configure_service_logging,
     report,
+    seconds,
     stop_on_signals,
     unreachable_is_usage,
+    whole_number,
 )
+from rdss.display import redact
 
 
 def register(commands: Any) -> None:
@@ -45,10 +46,12 @@ def register(commands: Any) -> None:
         metavar="GROUP",
         help="create this consumer group's queues on a RabbitMQ target first (repeatable)",
     )
-    bridge.add_argument("--batch", type=_positive_int, default=500, metavar="N", help="records per read (default 500)")
+    bridge.add_argument(
+        "--batch", type=whole_number(1, 10_000), default=500, metavar="N", help="records per read (default 500)"
+    )
     bridge.add_argument(
         "--lease-duration",
-        type=_positive_float,
+        type=seconds(0, 3600),
         default=10.0,
         metavar="S",
         help="Kinesis source: seconds before a restarted bridge takes over a dead one's shards (default 10)",
@@ -79,7 +82,9 @@ def run_bridge(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as error:
         raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
     stop = stop_on_signals()
-    print(f"bridging {', '.join(channels)}: {args.source} -> {args.target}", file=sys.stderr, flush=True)
+    print(
+        f"bridging {', '.join(channels)}: {redact(args.source)} -> {redact(args.target)}", file=sys.stderr, flush=True
+    )
     stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
     summary = (
         f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "

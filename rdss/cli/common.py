@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
+import math
+import os
 import signal
 import sys
 import threading
@@ -16,11 +18,20 @@ from typing import Any
 
 import orjson
 
-from rdss.gateway.url import DEFAULT_URL
+from rdss.display import printable, printable_json
 from rdss.logs import FORMATS, LogSettings, configure, parse_level
 
 USAGE = 2
 INVALID = 1
+
+#: The most ``rdss`` reads from one input (a file, standard input): a message may be split into
+#: a sequence, so this is well above the spec's 1,000,000 bytes, and well below what would
+#: exhaust memory on reading ``/dev/zero`` by mistake.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+#: The longest wait a seconds option takes (a year): anything longer is a typo, and past about
+#: 292 years ``time.sleep`` and ``Event.wait`` overflow.
+MAX_SECONDS = 365 * 24 * 3600.0
 
 
 class CommandError(Exception):
@@ -31,21 +42,62 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
-def read_input(name: str) -> bytes:
-    """The bytes of a file, or of standard input for ``-``.
+class InputTooLarge(OSError):
+    """An input longer than the command reads (``/dev/zero``, a log given for a message)."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(f"larger than {limit / 1024 / 1024:g} MiB, the most rdss reads from one input")
+        self.filename = name
+        self.strerror = str(self.args[0])
+
+
+def read_input(name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a file, or of standard input for ``-``, at most ``limit`` of them.
 
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read; :class:`InputTooLarge` when it holds more than ``limit``.
     """
     if name == "-":
-        return sys.stdin.buffer.read()
-    return Path(name).read_bytes()
+        data = sys.stdin.buffer.read(limit + 1)
+    else:
+        with Path(name).open("rb") as file:
+            data = file.read(limit + 1)
+    if len(data) > limit:
+        raise InputTooLarge("standard input" if name == "-" else name, limit)
+    return data
 
 
 def describe_os_error(error: OSError) -> str:
     """``cannot read x: No such file or directory`` without a traceback."""
     target = error.filename if error.filename is not None else "input"
     return f"cannot read {target}: {error.strerror or error}"
+
+
+def deployment_url(url: str | None) -> str:
+    """The gateway URL a command talks to: ``--url``, else ``$RDSS_GATEWAY_URL``, else the one
+    this host is configured with (:func:`configured_url`).
+
+    Raises:
+        CommandError: none names a deployment (usage): a command never quietly aims at AWS.
+    """
+    named = url or os.environ.get("RDSS_GATEWAY_URL") or configured_url()
+    if not named:
+        raise CommandError(
+            "no deployment named: give --url URL or set RDSS_GATEWAY_URL, e.g. "
+            "kinesis://ENV?region=REGION (rdss vendor config prints a vendor's; rdss local up prints the local "
+            "runtime's), amqp://USER@HOST/VHOST or memory://NAME",
+            USAGE,
+        )
+    return named
+
+
+def configured_url() -> str | None:
+    """The URL this host was configured with when neither ``--url`` nor ``$RDSS_GATEWAY_URL``
+    names one; None for now.
+
+    The one place where a configured deployment is looked up (the state file ``rdss local up``
+    will write goes here), so that every command finds it the same way."""
+    return None
 
 
 def add_command(
@@ -69,7 +121,7 @@ def print_json(value: Any, *, indent: bool = False) -> None:
 
     Flushed at once: a service command prints figures while it runs, read by a pipe.
     """
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0) + b"\n")
+    sys.stdout.buffer.write(printable_json(orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)) + b"\n")
     sys.stdout.flush()
 
 
@@ -78,7 +130,7 @@ def report(args: argparse.Namespace, figures: Mapping[str, Any], text: str) -> N
     if args.json:
         print_json(figures)
     else:
-        print(text, flush=True)
+        print(printable(text), flush=True)
 
 
 @contextmanager
@@ -118,11 +170,10 @@ def add_sender_options(parser: argparse.ArgumentParser, application: str) -> Non
 
 
 def add_gateway_options(parser: argparse.ArgumentParser, application: str) -> None:
-    """``--url`` and ``--application``, for ``Gateway(args.url, application=args.application)``.
-
-    ``Gateway`` itself falls back to ``$RDSS_GATEWAY_URL``, then ``DEFAULT_URL``, when ``--url`` is not given.
+    """``--url`` and ``--application``, for ``Gateway(deployment_url(args.url), application=args.application)``
+    (:func:`deployment_url`: ``--url``, else ``$RDSS_GATEWAY_URL``, else exit 2).
     """
-    parser.add_argument("--url", help=f"gateway URL (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
+    parser.add_argument("--url", help="gateway URL (default: $RDSS_GATEWAY_URL)")
     parser.add_argument("--application", default=application, help=f"application name (default: {application})")
     add_logging_options(parser)
 
@@ -156,19 +207,57 @@ def configure_service_logging(args: argparse.Namespace, application: str) -> Non
         raise CommandError(str(error)) from error
 
 
-# argparse ``type``s. The leading underscore is kept because argparse names the function in
-# its error for a malformed number: "argument --count: invalid _positive_int value: 'x'".
+# argparse ``type``s: every number is checked when the arguments are parsed, finite and in range
+# (``nan`` compares false with every bound, so a wait of ``nan`` seconds would never end, or a
+# harvest ``--interval nan`` would never wait). Each raises ArgumentTypeError, whose text argparse
+# prints as it is: "argument --idle: expected a number of seconds from ... , got 'nan'".
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def whole_number(low: int = 1, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (no upper bound if None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            span = f"from {low:,} to {high:,}" if high is not None else f"of at least {low:,}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value
+def number(low: float, high: float, *, what: str = "a number", low_open: bool = True) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number above ``low`` (or from ``low``, when not ``low_open``)
+    and at most ``high``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        above = value > low if low_open else value >= low
+        if not (math.isfinite(value) and above and value <= high):
+            bound = "above" if low_open else "of at least"
+            raise argparse.ArgumentTypeError(
+                f"expected {what} {bound} {_figure(low)} and at most {_figure(high)}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def seconds(low: float = 0.0, high: float = MAX_SECONDS) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number of seconds above ``low`` (0: any positive wait)
+    and at most ``high`` (a year)."""
+    return number(low, high, what="a number of seconds", low_open=low == 0)
+
+
+_positive_int = whole_number(1)
+_positive_float = seconds()

@@ -1,6 +1,6 @@
 """``rdss send``, ``rdss tail`` and ``rdss request``: the Message Gateway from the command line.
 
-The gateway URL comes from ``--url`` or ``RDSS_GATEWAY_URL`` (default ``kinesis://dev``).
+The gateway URL comes from ``--url`` or ``RDSS_GATEWAY_URL`` (:func:`rdss.cli.common.deployment_url`).
 Exit codes: 0 done; 1 a message was refused (invalid), not acknowledged, or a request timed
 out or was answered with a failure reply; 2 usage, I/O or the messaging system unreachable.
 """
@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.awserrors import describe
+from rdss.awserrors import unusable as aws_unusable
 from rdss.cli.common import (
     INVALID,
     USAGE,
@@ -28,10 +30,13 @@ from rdss.cli.common import (
     add_gateway_options,
     add_sender_options,
     configure_service_logging,
+    deployment_url,
     describe_os_error,
     print_json,
     read_input,
+    seconds,
 )
+from rdss.display import printable, printable_json, safe
 from rdss.gateway import (
     ChannelMismatch,
     Gateway,
@@ -72,14 +77,14 @@ def register(commands: Any) -> None:
     tail.add_argument("--from-start", action="store_true", help="begin with the oldest record kept")
     tail.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
     tail.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a record")
-    tail.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
+    tail.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(tail, _APPLICATION)
 
     ask = add_command(commands, "request", run_request, help="send a request and print its reply")
     ask.add_argument("file", metavar="FILE")
     ask.add_argument("--timeout", type=_positive_float, required=True, metavar="S")
     ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
-    ask.add_argument("--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between polls")
+    ask.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(ask, _APPLICATION)
 
 
@@ -97,16 +102,22 @@ def run_send(args: argparse.Namespace) -> int:
             receipts = gateway.send_all(payloads, channel=args.channel, auth_token=token, context=args.context)
         except MessageRefused as refused:
             for refusal in refused.refusals:
-                print(f"{args.files[refusal.index]}: {refusal.error_code} {refusal.error_description}", file=sys.stderr)
+                print(
+                    safe(f"{args.files[refusal.index]}: {refusal.error_code} {refusal.error_description}"),
+                    file=sys.stderr,
+                )
             print(f"rdss send: nothing sent: {len(refused.refusals)} invalid message(s)", file=sys.stderr)
             return INVALID
         except SendFailed as failed:
-            raise CommandError(str(failed), INVALID) from failed
+            # the deployment unreachable or not there is the caller's to fix (exit 2), not a
+            # verdict on the messages (exit 1: not acknowledged after every retry, or refused)
+            unusable = bool(failed.failed) and all(aws_unusable(getattr(u, "error_code", "")) for u in failed.failed)
+            raise CommandError(str(failed), USAGE if unusable else INVALID) from failed
         except ChannelMismatch as mismatch:
             raise CommandError(f"{args.files[mismatch.index]}: {mismatch}", USAGE) from mismatch
     for name, receipt in zip(args.files, receipts, strict=True):
         parts = f" as {len(receipt.parts)} parts" if receipt.split else ""
-        print(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}")
+        print(printable(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}"))
     return 0
 
 
@@ -164,15 +175,12 @@ def run_request(args: argparse.Namespace) -> int:
 def _gateway(args: argparse.Namespace, **options: Any) -> Iterator[Gateway]:
     """A gateway for the command, with the messaging system's failures as one-line errors."""
     try:
-        with Gateway(args.url, application=args.application, **options) as gateway:
+        with Gateway(deployment_url(args.url), application=args.application, **options) as gateway:
             yield gateway
     except (URLError, TransportError) as error:
         raise CommandError(str(error), USAGE) from error
-    except ClientError as error:
-        details = error.response.get("Error", {})
-        raise CommandError(f"{details.get('Code', 'error')}: {details.get('Message', error)}", USAGE) from error
-    except BotoCoreError as error:
-        raise CommandError(str(error), USAGE) from error
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error), USAGE) from error
     except GatewayError as error:
         raise CommandError(str(error), INVALID) from error
 
@@ -204,8 +212,9 @@ def _fields(payload: bytes, channel: str) -> dict[str, Any]:
 
 
 def _line(payload: bytes) -> bytes:
-    """A record as one line: compact JSON, or the bytes themselves when they are not JSON."""
+    """A record as one line: compact JSON, or the bytes themselves when they are not JSON, control
+    characters escaped either way."""
     try:
-        return orjson.dumps(orjson.loads(payload))
-    except orjson.JSONDecodeError:
-        return payload.replace(b"\n", b" ")
+        return printable_json(orjson.dumps(orjson.loads(payload)))
+    except orjson.JSONDecodeError:  # the bytes as they are, escaped: no control byte reaches the terminal
+        return printable(payload.decode("utf-8", "backslashreplace")).encode("utf-8")

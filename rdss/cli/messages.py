@@ -8,6 +8,7 @@ from typing import Any
 
 from rdss import schemas, skeletons
 from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, print_json, read_input
+from rdss.display import printable
 from rdss.validation import validate
 
 
@@ -39,7 +40,7 @@ def run_validate(args: argparse.Namespace) -> int:
             worst = USAGE
             if args.json:
                 print_json({"file": name, "valid": False, "errorCode": None, "errorDescription": problem})
-            print(f"rdss validate: {problem}", file=sys.stderr)
+            print(f"rdss validate: {printable(problem)}", file=sys.stderr)
             continue
         verdict = validate(payload, check_expiry=not args.no_expiry)
         if not verdict.valid:
@@ -57,9 +58,9 @@ def run_validate(args: argparse.Namespace) -> int:
             if verdict.is_part:
                 sequence = verdict.message["messageHeader"]["messageSequence"]  # type: ignore[index]
                 note = f" (part {sequence['position']} of {sequence['total']})"
-            print(f"{name}: valid{note}")
+            print(printable(f"{name}: valid{note}"))
         else:
-            print(f"{name}: {verdict.error_code} [{verdict.channel} channel] {verdict.error_description}")
+            print(printable(f"{name}: {verdict.error_code} [{verdict.channel} channel] {verdict.error_description}"))
     return worst
 
 

@@ -8,7 +8,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.awserrors import describe
 from rdss.cli.common import INVALID, CommandError, add_command
+from rdss.display import printable
 from rdss.topology import RDSS, Deployment
 
 
@@ -48,22 +50,22 @@ def run(args: argparse.Namespace) -> int:
     def clients(service: str) -> Any:
         return client(service, **kwargs)
 
-    deployment = _deployment(args.env, args.prefix, clients)
-    redriver = Redriver(
-        deployment,
-        sqs=clients("sqs"),
-        kinesis=clients("kinesis"),
-        s3=clients("s3"),
-        dynamodb=clients("dynamodb"),
-    )
     try:
+        deployment = _deployment(args.env, args.prefix, clients)
+        redriver = Redriver(
+            deployment,
+            sqs=clients("sqs"),
+            kinesis=clients("kinesis"),
+            s3=clients("s3"),
+            dynamodb=clients("dynamodb"),
+        )
         report = redriver.run(args.processor, dry_run=args.dry_run)
     except LookupError as error:
         raise CommandError(str(error.args[0])) from error
     except (ClientError, BotoCoreError) as error:
-        raise CommandError(f"AWS refused: {error}") from error
+        raise CommandError(describe(error)) from error
     for line in report.lines():
-        print(line)
+        print(printable(line))
     return 0 if report.ok else INVALID
 
 

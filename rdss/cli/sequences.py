@@ -10,7 +10,16 @@ from typing import Any
 import orjson
 
 from rdss import MAX_MESSAGE_BYTES
-from rdss.cli.common import INVALID, CommandError, add_command, describe_os_error, print_json, read_input
+from rdss.cli.common import (
+    INVALID,
+    CommandError,
+    add_command,
+    describe_os_error,
+    print_json,
+    read_input,
+    whole_number,
+)
+from rdss.display import printable
 from rdss.sequences import SequenceError, join, split
 from rdss.validation import validate
 
@@ -21,7 +30,7 @@ def register(commands: Any) -> None:
     cut.add_argument("--out", required=True, metavar="DIR", type=Path)
     cut.add_argument(
         "--limit",
-        type=_positive,
+        type=whole_number(1, MAX_MESSAGE_BYTES * 100),
         default=MAX_MESSAGE_BYTES,
         metavar="N",
         help=f"bytes per part (default {MAX_MESSAGE_BYTES:,})",
@@ -36,7 +45,7 @@ def run_split(args: argparse.Namespace) -> int:
     payload = _read(args.file)
     verdict = validate(payload, check_expiry=False, size_limit=None)
     if not verdict.valid or verdict.message is None:
-        print(f"rdss split: {args.file}: {verdict.error_code} {verdict.error_description}", file=sys.stderr)
+        print(printable(f"rdss split: {args.file}: {verdict.error_code} {verdict.error_description}"), file=sys.stderr)
         return INVALID
     if verdict.is_part:
         raise CommandError(f"{args.file} is already part of a sequence", INVALID)
@@ -55,7 +64,7 @@ def run_split(args: argparse.Namespace) -> int:
     except OSError as error:
         raise CommandError(f"cannot write {error.filename}: {error.strerror}") from error
     if len(parts) == 1:
-        print(f"{args.file}: {sizes[0]:,} bytes fits in one message; written to {args.out}")
+        print(printable(f"{args.file}: {sizes[0]:,} bytes fits in one message; written to {args.out}"))
     else:
         sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
         print(
@@ -87,13 +96,3 @@ def _read(name: str) -> bytes:
         return read_input(name)
     except OSError as error:
         raise CommandError(describe_os_error(error)) from error
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value

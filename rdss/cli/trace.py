@@ -6,7 +6,6 @@ Exit codes: 0 something was found; 1 nothing was found; 2 usage, or the deployme
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,9 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss import timestamps
-from rdss.cli.common import INVALID, USAGE, CommandError
-from rdss.gateway.url import DEFAULT_URL, URLError, parse
+from rdss.cli.common import INVALID, USAGE, CommandError, deployment_url
+from rdss.display import printable, printable_json
+from rdss.gateway.url import URLError, parse
 
 
 def register(commands: Any) -> None:
@@ -31,7 +31,7 @@ def register(commands: Any) -> None:
         "entered). Exit 1 if nothing is found.",
     )
     trace.add_argument("message_id", metavar="MESSAGE_ID")
-    trace.add_argument("--url", help=f"the deployment (default: $RDSS_GATEWAY_URL or {DEFAULT_URL})")
+    trace.add_argument("--url", help="the deployment (default: $RDSS_GATEWAY_URL)")
     trace.add_argument(
         "--since",
         metavar="T",
@@ -69,7 +69,7 @@ def run_trace(args: argparse.Namespace) -> int:
     from rdss.trace import Tracer
 
     try:
-        url = parse(args.url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL)
+        url = parse(deployment_url(args.url))
     except URLError as error:
         raise CommandError(str(error)) from error
     if url.scheme != "kinesis":
@@ -101,9 +101,11 @@ def run_trace(args: argparse.Namespace) -> int:
     except BotoCoreError as error:
         raise CommandError(str(error), USAGE) from error
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(timeline.as_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(printable_json(orjson.dumps(timeline.as_dict(), option=orjson.OPT_INDENT_2)) + b"\n")
     else:
-        print("\n".join(timeline.lines()))
+        # each line escaped at the printing edge: a generator holding a newline must not forge a
+        # line of the timeline, nor an ANSI escape in a message reach the terminal
+        print("\n".join(printable(line) for line in timeline.lines()))
     return 0 if timeline.found else INVALID
 
 

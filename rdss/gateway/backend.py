@@ -29,15 +29,15 @@ Local Data Repository (:class:`rdss.repository.entries.Repository`).
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from rdss.gateway.exceptions import GatewayError
 from rdss.rejection import Rejector
 from rdss.retry import SPEC_BACKOFF, Backoff
+from rdss.statedir import StateError
+from rdss.statedir import state_directory as state_directory  # where it was first defined
 
 if TYPE_CHECKING:
     from rdss.gateway.url import GatewayURL
@@ -239,11 +239,6 @@ class Backend:
     rejector: Rejector = field(default_factory=Rejector)
 
 
-def state_directory() -> Path:
-    """Where a gateway keeps what it owns on this host (``$XDG_STATE_HOME/rdss``)."""
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "rdss"
-
-
 def local_data_repository(
     url: GatewayURL, settings: Settings, default: Callable[[], Repository], *, dynamodb: Callable[[], Any]
 ) -> Repository:
@@ -259,7 +254,10 @@ def local_data_repository(
 
     option = url.param("ldr")
     if not option:
-        return default()
+        try:
+            return default()
+        except StateError as error:  # the default file's directory ($XDG_STATE_HOME) unusable
+            raise TransportError(f"the Local Data Repository: {error}") from None
     try:
         return open_repository(option, settings.application, dynamodb=dynamodb)
     except ValueError as error:

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.aws import CLIENT_CONFIG, assumed_session
 from rdss.aws import client as aws_client
+from rdss.awserrors import describe, unusable
 from rdss.gateway.backend import (
     Backend,
     Settings,
@@ -159,6 +160,11 @@ class KinesisLog:
         return iterator
 
 
+def _refused(error: ClientError) -> bool:
+    """AWS answered, and refused the caller this call: the deployment is there."""
+    return error.response.get("Error", {}).get("Code", "") in ("AccessDenied", "AccessDeniedException")
+
+
 def _epoch(value: Any) -> float | None:
     if value is None:
         return None
@@ -197,6 +203,27 @@ class KinesisTransport(LogTransport):
         except KeyError:
             known = ", ".join(c.name for c in self.deployment.topology.channels)
             raise TransportError(f"unknown channel {channel!r}: the topology has {known}") from None
+
+    def check(self, channels: Sequence[str]) -> None:
+        """Fail now if the deployment cannot be reached, or a channel's stream is not there (a
+        service that runs for days checks at its start, rather than retrying a typo for ever).
+        A refusal of the call itself (a role without ListShards) says the deployment answers.
+
+        Raises:
+            TransportError: unreachable, no credentials or region, or a stream missing.
+        """
+        for channel in channels:
+            address = self.address(channel)
+            try:
+                self.kinesis.list_shards(StreamName=address, MaxResults=1)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                    raise TransportError(f"stream {address} does not exist") from None
+                if not unusable(error.response.get("Error", {}).get("Code", "")) or _refused(error):
+                    continue
+                raise TransportError(describe(error)) from None
+            except BotoCoreError as error:
+                raise TransportError(describe(error)) from None
 
     def log(self, address: str, channel: str) -> KinesisLog:
         return KinesisLog(self.kinesis, address, channel)

@@ -23,10 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
+from rdss.display import redact
+
 #: The URL used when neither ``--url`` nor ``RDSS_GATEWAY_URL`` names one.
 DEFAULT_URL = "kinesis://dev"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+#: What STS accepts as an ExternalId: 2 to 1,224 characters of these (anything else is refused
+#: by AssumeRole, so it is a mistake in the URL, told at once rather than on every send).
+_EXTERNAL_ID = re.compile(r"[\w+=,.@:/-]{2,1224}\Z", re.ASCII)
 _KNOWN: dict[str, frozenset[str]] = {
     "kinesis": frozenset({"endpoint", "region", "prefix", "ldr", "role", "external_id"}),
     "memory": frozenset({"partitions", "ldr"}),
@@ -34,7 +39,12 @@ _KNOWN: dict[str, frozenset[str]] = {
 
 
 class URLError(ValueError):
-    """A gateway URL that cannot be used; the message says what is wrong with it."""
+    """A gateway URL that cannot be used; the message says what is wrong with it, the URL's
+    secrets (a password, a token) replaced by ``***`` (:func:`rdss.display.redact`): the
+    message is printed and logged."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,11 @@ def parse(url: str) -> GatewayURL:
     Raises:
         URLError: no scheme, no name, a malformed name, or an unknown query parameter.
     """
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+        _ = parts.port  # a malformed port or IPv6 host raises here, not in a backend
+    except ValueError as error:
+        raise URLError(f"{url!r} is not a gateway URL: {error}") from None
     scheme = parts.scheme.lower()
     if not scheme or "://" not in url:
         raise URLError(f"{url!r} is not a gateway URL: expected e.g. kinesis://dev or memory://tests")
@@ -75,10 +89,15 @@ def parse(url: str) -> GatewayURL:
             f"{url!r}: unknown parameter(s) {', '.join(unknown)}; {scheme}:// takes {', '.join(sorted(known))}"
         )
     endpoint = params.get("endpoint")
-    if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
-        raise URLError(f"{url!r}: endpoint must be an http(s) URL, got {endpoint!r}")
+    if endpoint is not None:
+        _check_endpoint(url, endpoint)
     if "external_id" in params and "role" not in params:
         raise URLError(f"{url!r}: external_id= is presented when assuming a role: give role= too")
+    external_id = params.get("external_id")
+    if external_id is not None and not _EXTERNAL_ID.match(external_id):
+        raise URLError(
+            f"{url!r}: external_id must be 2 to 1,224 letters, digits or +=,.@:/- (as rdss vendor config prints it)"
+        )
     role = params.get("role")
     if role is not None and not re.match(r"arn:aws[a-z-]*:iam::\d{12}:role/", role):
         raise URLError(f"{url!r}: role must be an IAM role ARN, got {role!r}")
@@ -86,3 +105,20 @@ def parse(url: str) -> GatewayURL:
     if partitions is not None and (not partitions.isdigit() or not 1 <= int(partitions) <= 1024):
         raise URLError(f"{url!r}: partitions must be a whole number from 1 to 1024")
     return GatewayURL(scheme, name, params, url)
+
+
+def _check_endpoint(url: str, endpoint: str) -> None:
+    """An ``endpoint=`` that boto3 can use: http(s), a host, a port in range.
+
+    Raises:
+        URLError: it is not.
+    """
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError as error:
+        raise URLError(f"{url!r}: endpoint {endpoint!r} is not a URL: {error}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise URLError(f"{url!r}: endpoint must be an http(s) URL with a host, got {endpoint!r}")
+    if port == 0:
+        raise URLError(f"{url!r}: endpoint {endpoint!r} names port 0")

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from rdss.local.emulator import Endpoint
-from rdss.topology import Deployment
+from rdss.topology import RDSS, Deployment
 from rdss.vendors import Arns, VendorAccess, output_key, role_name, trust_statement
 
 
@@ -55,6 +55,10 @@ def parse_vendor(spec: str) -> tuple[str, LocalVendor]:
             consumes = tuple(c for c in part.removeprefix("consumes=").split(",") if c)
         else:
             raise ValueError(f"{spec!r}: expected NAME:produces and/or NAME:consumes=CHANNEL,...; not {part!r}")
+    routed = sorted(c.name for c in RDSS.channels_of("routed"))  # what a vendor may read (rdss.vendors)
+    unknown = [c for c in consumes if c not in routed]
+    if unknown:
+        raise ValueError(f"{spec!r}: {', '.join(unknown)}: not a routed channel ({', '.join(routed)})")
     if not name or not (produces or consumes):
         raise ValueError(f"{spec!r}: a vendor needs a name and produces and/or consumes=CHANNEL,...")
     return name, LocalVendor(produces, consumes)

@@ -11,15 +11,43 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rdss.repository.entries import Entry
+from rdss.statedir import StateError, creatable
+
+#: The first bytes of every SQLite database file.
+_HEADER = b"SQLite format 3\x00"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
     """A SQLite connection set up for several processes sharing one file durably enough to
-    survive any of them being killed (WAL, ``synchronous=NORMAL``, a busy timeout)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
+    survive any of them being killed (WAL, ``synchronous=NORMAL``, a busy timeout).
+
+    The file is created in a directory that exists, or under the state directory
+    (:func:`rdss.statedir.creatable`); a file that is there already must be a SQLite database:
+    ``ldr=sqlite:///etc/passwd`` is refused without a byte of it written.
+
+    Raises:
+        StateError: a directory, not a SQLite file, a missing directory elsewhere, or SQLite
+            cannot open it (a ValueError: a malformed ``ldr=`` or ``state=``).
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise StateError(f"{target} is a directory, not a SQLite file")
+    try:
+        with target.open("rb") as existing:
+            header = existing.read(len(_HEADER))
+    except FileNotFoundError:
+        creatable(target)
+    except OSError as error:
+        raise StateError(f"cannot open {target}: {error.strerror or error}") from None
+    else:
+        if header and header != _HEADER:
+            raise StateError(f"{target} is not a SQLite file")
+    try:
+        connection = sqlite3.connect(str(target), timeout=30.0, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.Error as error:
+        raise StateError(f"cannot use {target} as a SQLite file: {error}") from None
     return connection
 
 
@@ -35,11 +63,16 @@ class SqliteRepository:
         self.application = application
         self._lock = threading.Lock()
         self._db = connect(path)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS messages (application TEXT NOT NULL, message_id TEXT NOT NULL, "
-            "message_class TEXT, message_type TEXT, sequence TEXT, position INTEGER, status TEXT NOT NULL, "
-            "return_address TEXT, correlation_id TEXT, updated REAL NOT NULL, PRIMARY KEY (application, message_id))"
-        )
+        try:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS messages (application TEXT NOT NULL, message_id TEXT NOT NULL, "
+                "message_class TEXT, message_type TEXT, sequence TEXT, position INTEGER, status TEXT NOT NULL, "
+                "return_address TEXT, correlation_id TEXT, updated REAL NOT NULL, "
+                "PRIMARY KEY (application, message_id))"
+            )
+        except sqlite3.Error as error:  # read-only, or a database of something else
+            self._db.close()
+            raise StateError(f"cannot keep a Local Data Repository in {path}: {error}") from None
         # the code a message received and moved instead of processed was moved with (a column
         # files written before it existed gain on first use)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}

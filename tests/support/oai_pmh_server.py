@@ -6,13 +6,16 @@ with ``oai_dc`` records, ``from``/``until`` datestamps (inclusive, as the protoc
 deleted records (``status="deleted"``, no metadata), and the protocol's errors
 (``noRecordsMatch``, ``badResumptionToken``, ``cannotDisseminateFormat``, ``badArgument``,
 ``badVerb``). Tests change the records while it serves, expire tokens, and make it answer
-``503 Retry-After`` (how OAI-PMH servers apply flow control).
+``503 Retry-After`` (how OAI-PMH servers apply flow control) - or behave as a hostile peer
+(:meth:`OaiPmhServer.hostile`): redirect elsewhere, answer without end, drip an answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -51,6 +54,8 @@ class OaiPmhServer:
         self._tokens: dict[str, _Token] = {}
         self._lock = threading.Lock()
         self._busy = 0
+        self._hostile: Callable[[BaseHTTPRequestHandler], None] | None = None
+        self._stopping = threading.Event()
         handler = type("Handler", (_Handler,), {"repository": self})
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(
@@ -81,7 +86,22 @@ class OaiPmhServer:
         with self._lock:
             self._busy = times
 
+    def hostile(self, behaviour: Callable[[BaseHTTPRequestHandler], None] | None) -> None:
+        """Answer every request with ``behaviour`` (None: serve the protocol again); see
+        :func:`redirect`, :func:`endless` and :func:`drip`."""
+        with self._lock:
+            self._hostile = behaviour
+
+    def misbehaving(self) -> Callable[[BaseHTTPRequestHandler], None] | None:
+        with self._lock:
+            return self._hostile
+
+    @property
+    def stopping(self) -> threading.Event:
+        return self._stopping
+
     def stop(self) -> None:
+        self._stopping.set()
         self._http.shutdown()
         self._http.server_close()
 
@@ -184,10 +204,73 @@ def _record(record: Record) -> str:
     return f"<record>{header}{metadata}</record>"
 
 
+def redirect(location: str, status: int = 302, *, times: int | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Answer with a redirect to ``location`` (``{query}`` in it: the request's query string),
+    ``times`` times (None: always), then serve the protocol again."""
+    left = [times]
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        if left[0] is not None:
+            left[0] -= 1
+            if left[0] <= 0:
+                handler.repository.hostile(None)  # type: ignore[attr-defined]
+        handler.send_response(status)
+        handler.send_header("Location", location.format(query=urlsplit(handler.path).query))
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    return answer
+
+
+def endless(*, declared: bool) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Answer 200 with a body that never ends (an ``<identifier>`` of unbounded length),
+    sent as fast as it is read; ``declared`` says so in Content-Length (10 GB), else the answer
+    is delimited by the connection's close, as HTTP/1.0 allows."""
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/xml; charset=utf-8")
+        if declared:
+            handler.send_header("Content-Length", str(10 * 1000**3))
+        handler.end_headers()
+        handler.wfile.write(
+            f'<?xml version="1.0"?><OAI-PMH xmlns="{OAI}"><ListRecords><record><header><identifier>'.encode()
+        )
+        piece = b"x" * 65536
+        stop = handler.repository.stopping  # type: ignore[attr-defined]
+        while not stop.is_set():
+            handler.wfile.write(piece)
+
+    return answer
+
+
+def drip(every: float) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Answer 200 and then one byte every ``every`` seconds, for ever: no read ever times out."""
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/xml; charset=utf-8")
+        handler.send_header("Content-Length", "1000000")
+        handler.end_headers()
+        handler.wfile.flush()
+        stop = handler.repository.stopping  # type: ignore[attr-defined]
+        while not stop.wait(every):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+
+    return answer
+
+
 class _Handler(BaseHTTPRequestHandler):
     repository: Any
 
     def do_GET(self) -> None:
+        behaviour = self.repository.misbehaving()
+        if behaviour is not None:
+            self.repository.requests.append({"hostile": self.path})
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the harvester gave up
+                behaviour(self)
+            return
         query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
         status, headers, body = self.repository.answer(query)
         data = body.encode("utf-8")

@@ -14,6 +14,7 @@ from rdss import messages, timestamps
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page
 from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
+from rdss.display import shorten
 from rdss.messages import Message
 from rdss.validation import validate
 
@@ -88,7 +89,10 @@ class OaiPmhAdaptor:
             try:
                 page = self.client.list_records(token=state.token)
             except BadResumptionToken:
-                _log.warning("the saved resumption token expired: harvesting again from %s", state.from_ or "the start")
+                _log.warning(
+                    "the saved resumption token expired: harvesting again from %s",
+                    shorten(state.from_ or "the start", 40),
+                )
                 state.token = None
                 page = self._first_page()
         else:
@@ -132,10 +136,10 @@ class OaiPmhAdaptor:
                 stats.invalid += 1
                 _log.error(
                     "record %s (%s) not published: %s %s",
-                    record.identifier,
-                    record.datestamp,
+                    shorten(record.identifier, 200),  # the repository's to choose, any length
+                    shorten(record.datestamp, 40),
                     verdict.error_code,
-                    verdict.error_description,
+                    shorten(verdict.error_description or "", 300),
                 )
                 continue
             outgoing.append(message)

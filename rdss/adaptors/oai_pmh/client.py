@@ -1,21 +1,29 @@
 """The OAI-PMH protocol as a harvester needs it: Identify and ListRecords pages over HTTP(S),
-with 503 ``Retry-After`` honoured and network errors retried with a backoff."""
+with 503 ``Retry-After`` honoured and timeouts and 5xx retried with a backoff.
+
+The repository is a partner's server, not ours to trust: each request follows redirects only to
+the same scheme and host, reads at most ``max_bytes`` of answer, and ends at ``deadline``
+seconds whatever the server does (one that drips a byte every few seconds included) - see
+:mod:`rdss.adaptors.oai_pmh.fetch`. A connection refused or a name that does not resolve fails at
+once: the next harvest is the retry.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import email.utils
 import logging
+import socket
 import time
 import urllib.error
-import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from rdss import __version__
+from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Fetcher, Refused
+from rdss.display import shorten
 from rdss.retry import Backoff
 
 _log = logging.getLogger(__name__)
@@ -23,7 +31,7 @@ _log = logging.getLogger(__name__)
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
 DC = "{http://purl.org/dc/elements/1.1/}"
 
-#: Network trouble: retried 0.5 s doubling to 30 s (jittered), eight times.
+#: Timeouts and 5xx: retried 0.5 s doubling to 30 s (jittered), eight times.
 NETWORK_BACKOFF = Backoff(max_retries=8, base=0.25, cap=30.0, jitter=True)
 
 
@@ -70,11 +78,21 @@ class OaiPmhClient:
         timeout: float = 60.0,
         backoff: Backoff = NETWORK_BACKOFF,
         sleep: Callable[[float], None] = time.sleep,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
+        """
+        Args:
+            timeout: the longest wait for any one read of the connection.
+            max_bytes: the largest answer read; a larger one fails the request.
+            deadline: the most one HTTP request may take, redirects included (its retries each
+                have their own).
+        """
         self.base_url = base_url
         self.timeout = timeout
         self.backoff = backoff
         self.sleep = sleep
+        self.fetcher = Fetcher(base_url, max_bytes=max_bytes, deadline=deadline, timeout=timeout)
         #: HTTP requests made, for tests and logs.
         self.requests = 0
 
@@ -125,25 +143,29 @@ class OaiPmhClient:
 
     def _get(self, params: Mapping[str, str]) -> ET.Element:
         url = f"{self.base_url}?{urlencode(params)}"
-        request = urllib.request.Request(url, headers={"User-Agent": f"rdss-oai-pmh-adaptor/{__version__}"})
+        shown = shorten(url, 300)  # a resumption token is the server's to choose, any length
         delays = self.backoff.delays()
         while True:
             self.requests += 1
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    body = response.read()
+                body = self.fetcher.get(url)
                 break
+            except Refused as refused:  # a redirect elsewhere, an answer over the cap: not again
+                raise HarvestError(f"{shown}: {refused}", refused.code) from None
             except urllib.error.HTTPError as error:
                 if error.code not in (500, 502, 503, 504):
-                    raise HarvestError(f"HTTP {error.code} from {url}", "httpError") from error
+                    raise HarvestError(f"HTTP {error.code} from {shown}", "httpError") from error
                 delay = _retry_after(error.headers.get("Retry-After")) if error.code == 503 else None
                 why = f"HTTP {error.code}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-                delay, why = None, str(getattr(error, "reason", error))
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+                reason = getattr(error, "reason", error)
+                if not _transient(reason):
+                    raise HarvestError(f"{shown}: {reason}", "unreachable") from None
+                delay, why = None, shorten(str(reason), 200)
             backoff = next(delays, None)
             if backoff is None:
                 raise HarvestError(
-                    f"{url} still failing after {self.backoff.max_retries} retries: {why}", "unreachable"
+                    f"{shown} still failing after {self.backoff.max_retries} retries: {why}", "unreachable"
                 )
             wait = delay if delay is not None else backoff
             _log.warning("OAI-PMH request failed (%s); retrying in %.1f s", why, wait)
@@ -158,6 +180,18 @@ class OaiPmhClient:
             text = (found.text or "").strip()
             raise (BadResumptionToken if code == "badResumptionToken" else HarvestError)(text, code)
         return root
+
+
+def _transient(reason: object) -> bool:
+    """A failure worth another attempt: a timeout, a connection dropped mid-answer. Connection
+    refused, a name that does not resolve, a certificate refused fail the same way every time."""
+    if isinstance(reason, TimeoutError | socket.timeout):
+        return True
+    if isinstance(reason, ConnectionRefusedError | socket.gaierror | socket.herror):
+        return False
+    if isinstance(reason, ConnectionError):  # reset or aborted mid-call
+        return True
+    return isinstance(reason, OSError) and reason.errno is None and "timed out" in str(reason)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -55,6 +55,9 @@ _RESOURCE_TYPES = {
 _ORCID = re.compile(r"(\d{4}-\d{4}-\d{4}-\d{3}[\dX])")
 _DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?\Z")
 
+#: The largest profile file read.
+_MAX_PROFILE_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -86,7 +89,11 @@ class Profile:
             ValueError: unknown fields, or not a JSON object.
             OSError: the file cannot be read.
         """
-        values = json.loads(Path(path).read_text())
+        with Path(path).open("rb") as file:
+            text = file.read(_MAX_PROFILE_BYTES + 1)  # a profile is a few lines, not /dev/zero
+        if len(text) > _MAX_PROFILE_BYTES:
+            raise ValueError(f"{path}: larger than {_MAX_PROFILE_BYTES:,} bytes, not a profile")
+        values = json.loads(text)
         if not isinstance(values, dict):
             raise ValueError(f"{path}: expected a JSON object")
         unknown = set(values) - {f.name for f in fields(cls)}

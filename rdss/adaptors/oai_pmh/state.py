@@ -12,8 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdss.adaptors.oai_pmh.dublin_core import Known
+from rdss.statedir import creatable
 
 _log = logging.getLogger(__name__)
+
+#: The largest state file read: about a million published identifiers.
+MAX_STATE_BYTES = 1024 * 1024 * 1024
 
 
 @dataclass
@@ -41,17 +45,26 @@ class HarvestState:
         """
         if not path.exists():
             return cls(base_url, metadata_prefix, set_spec)
-        data = json.loads(path.read_text())
-        state = cls(
-            base_url=data["base_url"],
-            metadata_prefix=data["metadata_prefix"],
-            set_spec=data.get("set_spec"),
-            from_=data.get("from"),
-            token=data.get("token"),
-            high_water=data.get("high_water"),
-            harvests=int(data.get("harvests", 0)),
-            objects={k: Known(*v) for k, v in data.get("objects", {}).items()},
-        )
+        if not path.is_file():  # a directory, /dev/zero, a pipe: not a state file this wrote
+            raise ValueError("not a regular file")
+        with path.open("rb") as file:
+            text = file.read(MAX_STATE_BYTES + 1)
+        if len(text) > MAX_STATE_BYTES:
+            raise ValueError(f"larger than {MAX_STATE_BYTES:,} bytes: not a state file this wrote")
+        try:
+            data = json.loads(text)
+            state = cls(
+                base_url=data["base_url"],
+                metadata_prefix=data["metadata_prefix"],
+                set_spec=data.get("set_spec"),
+                from_=data.get("from"),
+                token=data.get("token"),
+                high_water=data.get("high_water"),
+                harvests=int(data.get("harvests", 0)),
+                objects={k: Known(*v) for k, v in data.get("objects", {}).items()},
+            )
+        except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+            raise ValueError(f"not a harvest state file ({type(error).__name__}: {error})") from None
         if (state.base_url, state.metadata_prefix, state.set_spec) != (base_url, metadata_prefix, set_spec):
             raise ValueError(
                 f"{path} holds the harvest of {state.base_url} ({state.metadata_prefix}, set {state.set_spec}): "
@@ -71,7 +84,7 @@ class HarvestState:
             "harvests": self.harvests,
             "objects": {k: [v.object_uuid, v.datestamp, v.deleted] for k, v in self.objects.items()},
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
+        creatable(path)  # its directory made only under the state directory
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(descriptor, "w") as handle:

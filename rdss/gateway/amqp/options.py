@@ -131,8 +131,12 @@ class Options:
             confirm_timeout = float(ours.get("confirm_timeout", 30.0))
         except ValueError as error:
             raise URLError(f"{url.raw!r}: {error}") from None
-        if limit < 0 or prefetch < 1 or confirm_timeout <= 0:
-            raise URLError(f"{url.raw!r}: redeliveries >= 0, prefetch >= 1 and confirm_timeout > 0")
+        # written so that nan fails: it compares false with every bound
+        if not (0 <= limit <= 1_000 and 1 <= prefetch <= 65_535 and 0 < confirm_timeout <= 3_600):
+            raise URLError(
+                f"{url.raw!r}: redeliveries from 0 to 1,000, prefetch from 1 to 65,535, confirm_timeout above 0 and "
+                "at most 3,600 (seconds)"
+            )
         vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
         default_state = state_directory() / _file_name(parts.hostname or "localhost", parts.port, vhost, namespace)
         return cls(

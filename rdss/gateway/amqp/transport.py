@@ -133,7 +133,7 @@ class AmqpTransport:
         """
         try:
             return pika.BlockingConnection(self.options.parameters)
-        except pika.exceptions.AMQPError as error:
+        except (pika.exceptions.AMQPError, OSError) as error:  # OSError: a host name that does not resolve
             target = f"{self.options.parameters.host}:{self.options.parameters.port}"
             raise TransportError(f"cannot connect to RabbitMQ at {target}: {error!r}") from error
 

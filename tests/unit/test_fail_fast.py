@@ -1,0 +1,134 @@
+"""Retries are for what passes - throttling, 5xx, timeouts - and bounded; everything else fails
+at once: connection refused, a name that does not resolve, no credentials, a missing stream, a
+role STS refuses."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+
+from rdss.aws import assumed_session, client
+from rdss.awserrors import ClientConfigurationError, describe, transient, unusable
+from rdss.putrecords import PutRecordsBatcher, Record
+from rdss.retry import Backoff
+
+
+def refusal(code: str, status: int = 400) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
+
+
+@pytest.mark.parametrize(
+    ("error", "again"),
+    [
+        (refusal("ThrottlingException"), True),
+        (refusal("ProvisionedThroughputExceededException"), True),
+        (refusal("InternalFailure", 500), True),
+        (refusal("Whatever", 503), True),
+        (ReadTimeoutError(endpoint_url="http://x"), True),
+        (ConnectionClosedError(endpoint_url="http://x"), True),
+        (EndpointConnectionError(endpoint_url="http://x"), False),
+        (NoCredentialsError(), False),
+        (NoRegionError(), False),
+        (ParamValidationError(report="ExternalId too short"), False),
+        (refusal("ResourceNotFoundException"), False),
+        (refusal("AccessDeniedException"), False),
+        (refusal("ValidationError"), False),
+    ],
+)
+def test_only_what_passes_is_retried(error, again):
+    assert transient(error) is again
+
+
+def test_what_says_the_deployment_cannot_be_used():
+    assert all(unusable(code) for code in ("EndpointConnectionError", "ResourceNotFoundException", "NoRegionError"))
+    assert not any(unusable(code) for code in ("ProvisionedThroughputExceededException", "RecordTooLarge"))
+    assert describe(refusal("ResourceNotFoundException")) == "ResourceNotFoundException: no"
+
+
+class _Kinesis:
+    """Answers put_records with each error in turn, then succeeds."""
+
+    def __init__(self, *errors: BaseException) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"Records": [{"ShardId": "shardId-0", "SequenceNumber": str(n)} for n in range(len(Records))]}
+
+
+def put(kinesis: _Kinesis) -> tuple[Any, list[float]]:
+    waits: list[float] = []
+    batcher = PutRecordsBatcher(kinesis, backoff=Backoff(max_retries=3), sleep=waits.append)
+    return batcher.put([Record("s", b"{}", "k")]), waits
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        EndpointConnectionError(endpoint_url="http://127.0.0.1:9/"),
+        NoCredentialsError(),
+        refusal("ResourceNotFoundException"),
+    ],
+    ids=["refused", "no-credentials", "no-stream"],
+)
+def test_a_failure_no_retry_would_change_fails_at_once(error):
+    kinesis = _Kinesis(error)
+    report, waits = put(kinesis)
+    assert (kinesis.calls, waits) == (1, [])
+    assert [(f.error_code, f.retries_exhausted) for f in report.failed] == [
+        (type(error).__name__ if not isinstance(error, ClientError) else "ResourceNotFoundException", False)
+    ]
+
+
+def test_throttling_and_timeouts_are_retried_within_bounds():
+    kinesis = _Kinesis(refusal("ThrottlingException"), ReadTimeoutError(endpoint_url="http://x"))
+    report, waits = put(kinesis)
+    assert kinesis.calls == 3
+    assert waits == [0.2, 0.4]
+    assert len(report.delivered) == 1
+
+    forever = _Kinesis(*[refusal("InternalFailure", 500)] * 10)
+    report, waits = put(forever)
+    assert forever.calls == 4  # the first attempt and 3 retries
+    assert report.failed[0].retries_exhausted
+
+
+def test_a_role_is_assumed_when_the_gateway_opens(monkeypatch):
+    """A role or external ID STS refuses, or STS unreachable, is said at once - not on every
+    call of every retry later."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(EndpointConnectionError):
+        assumed_session(
+            "arn:aws:iam::123456789012:role/r",
+            external_id="abcdef",
+            session_name="test",
+            region="eu-west-2",
+            endpoint=f"http://127.0.0.1:{port}",
+        )
+    assert time.monotonic() - started < 15
+
+
+def test_a_client_that_cannot_be_made_is_a_botocore_error(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "garbage")
+    with pytest.raises(ClientConfigurationError, match="cannot use garbage for kinesis"):
+        client("kinesis", region_name="eu-west-2")

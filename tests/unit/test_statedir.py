@@ -1,0 +1,47 @@
+"""SQLite files a user names (``ldr=sqlite:///...``, ``state=``) are created under the state
+directory or in a directory that exists - never a tree made wherever a typo points - and a file
+that is there but is not SQLite is refused without a byte of it written."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdss.repository.sqlite import SqliteRepository
+from rdss.statedir import StateError, state_directory
+
+
+@pytest.fixture(autouse=True)
+def _state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def test_made_under_the_state_directory(tmp_path):
+    SqliteRepository(state_directory() / "deep" / "ldr.sqlite", "app")
+    assert (tmp_path / "xdg" / "rdss" / "deep" / "ldr.sqlite").is_file()
+
+
+def test_made_in_a_directory_that_exists(tmp_path):
+    SqliteRepository(tmp_path / "ldr.sqlite", "app")
+    assert (tmp_path / "ldr.sqlite").is_file()
+
+
+def test_never_a_directory_tree_elsewhere(tmp_path):
+    with pytest.raises(StateError, match="does not exist"):
+        SqliteRepository(tmp_path / "typo" / "dir" / "ldr.sqlite", "app")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_file_that_is_not_sqlite_is_left_untouched(tmp_path):
+    passwd = tmp_path / "passwd"
+    passwd.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(StateError, match="not a SQLite file"):
+        SqliteRepository(passwd, "app")
+    assert passwd.read_bytes() == b"root:x:0:0:root:/root:/bin/bash\n"
+    with pytest.raises(StateError, match="is a directory"):
+        SqliteRepository(tmp_path, "app")
+
+
+def test_a_relative_xdg_state_home_is_ignored(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")
+    assert state_directory() == tmp_path / "home" / ".local" / "state" / "rdss"
