@@ -572,8 +572,8 @@ def _expires_at(header: Mapping[str, Any]) -> float | None:
     if not stamp:
         return None
     try:
-        return timestamps.parse(stamp).timestamp()
-    except ValueError:
+        return timestamps.epoch_microseconds(stamp) / 1e6  # year 0000 and leap seconds too
+    except (TypeError, ValueError):
         return None
 
 

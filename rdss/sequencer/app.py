@@ -91,7 +91,7 @@ class Sequencer(Processor):
             part.total,
             message_type=header["messageType"],
             message_class=header["messageClass"],
-            message_expires_at=timestamps.parse(expiration).timestamp() if expiration else None,
+            message_expires_at=timestamps.epoch_microseconds(expiration) / 1e6 if expiration else None,
         )
         if progress is None or progress.status != PENDING:
             status = progress.status if progress else "unknown"
