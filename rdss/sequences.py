@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES
+from rdss import MAX_MESSAGE_BYTES, jsonkeys
 from rdss.errors import ErrorCode
 from rdss.messages import Message, new_id
 
@@ -33,7 +33,15 @@ _QUOTE, _BACKSLASH = b'"', b"\\"
 
 
 class SequenceError(ValueError):
-    """Parts that cannot form one message: mixed sequences, totals or positions, bad fragments."""
+    """Parts that cannot form one message: mixed sequences, totals or positions, bad fragments.
+
+    ``error_code`` is the code every part is moved with: GENERR001 (the body is not as the
+    schema says), GENERR007 when the joined body names a member twice in one object.
+    """
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.GENERR001) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 def stale(
@@ -122,10 +130,17 @@ def join(parts: Iterable[Message]) -> Message:
     fragments = [by_position[position]["messageBody"] for position in range(1, total + 1)]
     if total > 1 and not all(isinstance(fragment, str) for fragment in fragments):
         raise SequenceError(f"sequence {sequence}: a part's messageBody is not a string fragment")
+    text = "".join(fragments) if total > 1 else ""
     try:
-        body = orjson.loads("".join(fragments)) if total > 1 else fragments[0]
+        body = orjson.loads(text) if total > 1 else fragments[0]
     except orjson.JSONDecodeError as error:
         raise SequenceError(f"sequence {sequence}: the joined fragments are not JSON: {error}") from error
+    if total > 1:
+        encoded = text.encode("utf-8", "surrogatepass")
+        if not jsonkeys.has_unique_names(encoded, body):
+            found = jsonkeys.first_duplicate(encoded)
+            where = jsonkeys.describe(["messageBody", *found[0]], found[1]) if found else "a member named twice"
+            raise SequenceError(f"sequence {sequence} (whole message): {where}", ErrorCode.GENERR007)
     header = dict(by_position[1]["messageHeader"])
     header["messageSequence"] = {"sequence": sequence, "position": 1, "total": 1}
     return {"messageHeader": header, "messageBody": body}

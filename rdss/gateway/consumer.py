@@ -379,10 +379,10 @@ class Receiver:
         self._in_flight.add(str(header["messageId"]))
         try:
             whole = self._reassembler.add(verdict.message)
-        except SequenceError as error:  # parts that do not join: the sequencer's GENERR001
+        except SequenceError as error:  # parts that do not join: the sequencer's code
             parts = self._release(sequence["sequence"])
             self.stats.invalid += len(parts)
-            self._move([(d, ErrorCode.GENERR001, f"sequence {sequence['sequence']}: {error}") for d in parts])
+            self._move([(d, error.error_code, f"sequence {sequence['sequence']}: {error}") for d in parts])
             return []
         if whole is None:
             return []

@@ -124,7 +124,7 @@ class Sequencer(Processor):
         try:
             whole = join(parts)
         except SequenceError as error:
-            self._reject(last, staged, ErrorCode.GENERR001, f"sequence {last.sequence}: {error}")
+            self._reject(last, staged, error.error_code, f"sequence {last.sequence}: {error}")
             last.completes = positions
             tally.add("outcome", "sequence-invalid")
             return

@@ -212,3 +212,18 @@ def test_gateway_send_refuses_year_zero_with_a_verdict(create):
         assert gateway.send(published).message_id == create["messageHeader"]["messageId"]
     finally:
         memory_backend.discard(name)
+
+
+def test_a_sequence_whose_joined_body_names_a_member_twice_is_malformed():
+    from rdss.sequences import SequenceError, join, split
+
+    whole = Workload(9).large(30_000)
+    parts = split(whole, 12_000)
+    # the body's title written twice, inside the first fragment
+    fragment = parts[0]["messageBody"]
+    assert '"objectTitle":' in fragment
+    parts[0]["messageBody"] = fragment.replace('"objectTitle":', '"objectTitle":"x","objectTitle":', 1)
+    with pytest.raises(SequenceError) as refused:
+        join(parts)
+    assert refused.value.error_code is ErrorCode.GENERR007
+    assert 'messageBody names the member "objectTitle" more than once' in str(refused.value)
