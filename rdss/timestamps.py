@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))\Z"
@@ -97,3 +99,21 @@ def format(moment: datetime) -> str:  # noqa: A001 - the module's verb, used as 
 def now() -> datetime:
     """The current time, aware, in UTC."""
     return datetime.now(UTC)
+
+
+def expires_at(header: Mapping[str, Any]) -> float | None:
+    """A message header's expirationTimestamp in epoch seconds (None: none, or unreadable),
+    year 0000 and leap seconds included."""
+    stamp = (header.get("messageTimings") or {}).get("expirationTimestamp")
+    if not stamp:
+        return None
+    try:
+        return epoch_microseconds(stamp) / 1e6
+    except (TypeError, ValueError):
+        return None
+
+
+def expired(header: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a message header's expirationTimestamp had passed at ``now``."""
+    moment = expires_at(header)
+    return moment is not None and moment <= now.timestamp()

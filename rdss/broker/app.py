@@ -14,7 +14,11 @@ Per batch (one shard's records):
 
 Bad input is never nacked: a poison message goes to the invalid or error channel and the
 shard moves on. Only infrastructure failures (DynamoDB throttling, undeliverable sends) nack,
-and only the records they affect.
+and only the records they affect. Should handling one record raise (a bug: every payload has
+a verdict), that record and the ones after it are nacked, so the ones before are checkpointed
+and Lambda retries from it; each time counts an attempt for the record, and once they are used
+up it is moved to ``error`` with GENERR009 naming the exception and acknowledged, and the
+records after it go on (:meth:`rdss.processor.Processor.failed_attempt`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from rdss import history
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
+from rdss.attempts import describe
 from rdss.errors import ErrorCode
 from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
@@ -54,6 +59,10 @@ class _Item:
     outcome: str = ""
     outputs: list[dict[str, Any]] = field(default_factory=list)
     failure: str | None = None
+    #: What handling this record raised, until it is settled (retried, or moved with GENERR009).
+    error: BaseException | None = None
+    #: Not handled in this delivery: a record before it on the shard failed (nacked, retried).
+    held: bool = False
 
 
 class Broker(Processor):
@@ -66,11 +75,13 @@ class Broker(Processor):
         events = await receive_batch(receive)
         started = time.perf_counter()
         now = self.now()
-        items = [self._classify(event, now) for event in events]
+        items = [self._classify_guarded(event, now) for event in events]
         tally = Tally()
+        self._settle_errors(items, tally)
         ledger = self.ldr.new_ledger()
-        self._claim(items, ledger, tally)
-        self._plan_outputs(items, now, tally)
+        self._claim([i for i in items if not i.held and i.failure is None], ledger, tally)
+        self._plan_outputs([i for i in items if not i.held], now, tally)
+        self._settle_errors(items, tally)
         for item, failure in await deliver(scope, send, items, lambda item: item.outputs):
             item.failure = f"output not delivered ({failure}); retry"
         sent = [item.record for item in items if item.outputs and item.failure is None]
@@ -94,6 +105,43 @@ class Broker(Processor):
                 "milliseconds": round((time.perf_counter() - started) * 1000, 1),
             },
         )
+
+    # -- failures of one record ----------------------------------------------------------------
+    def _classify_guarded(self, event: dict[str, Any], now: datetime) -> _Item:
+        try:
+            return self._classify(event, now)
+        except Exception as error:  # a bug for this record: it must not take the batch down
+            binding = event.get("bindings", {}).get("kinesis", {})
+            record = record_id(binding.get("shard_id", ""), event["id"])
+            payload = event.get("payload") or b""
+            key = str(binding.get("partition_key") or event["id"])
+            verdict = Verdict(ErrorCode.GENERR009, describe(error), None)
+            return _Item(event["id"], record, payload, key, verdict, record_key(record), None, {}, error=error)
+
+    def _settle_errors(self, items: list[_Item], tally: Tally) -> None:
+        """The records whose handling raised, in shard order: each counts an attempt; one whose
+        attempts are used up is moved to ``error`` (GENERR009) and the next records go on, the
+        first still to be retried is nacked with every record after it."""
+        for index, item in enumerate(items):
+            if item.error is None or item.held:
+                continue
+            failure = self.failed_attempt(item.record, item.payload, item.partition_key, item.error)
+            item.error = None
+            if failure.move is not None:
+                item.outputs = [failure.move]
+                item.outcome = "error"
+                item.failure = None
+                tally.add("outcome", "poison")
+                tally.add("code", str(ErrorCode.GENERR009))
+                continue
+            item.outputs = []
+            item.failure = failure.reason
+            tally.add("outcome", "retried")
+            for later in items[index + 1 :]:
+                later.held = True
+                later.outputs = []
+                later.failure = f"held back: record {item.record} before it on the shard failed; retried after it"
+            return
 
     # -- 1. classify ---------------------------------------------------------------------------
     def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
@@ -131,8 +179,10 @@ class Broker(Processor):
             item = first[key]
             if claim.outcome is ClaimOutcome.DUPLICATE:
                 item.outcome = "duplicate"
+                item.outputs = []
             elif claim.outcome is ClaimOutcome.REDELIVERED and claim.already_sent:
                 item.outcome = "redelivered"
+                item.outputs = []  # a move planned already (GENERR009) went out before
             elif claim.outcome is ClaimOutcome.UNAVAILABLE:
                 item.failure = "the Local Data Repository is unavailable (throttled or timed out); retry"
         for item in items:
@@ -148,69 +198,83 @@ class Broker(Processor):
         is_reply = set(map(id, replies))
         hop = history.hop(self.machine_id, now=now)
         for item in pending:
-            verdict = item.verdict
-            if item.carried is not None:
-                # decided by the consumer that moved it: sent on as it is, decorated already
-                channel = item.carried.channel.value
-                item.outcome = channel
-                item.outputs.append(self.send_to(channel, item.payload, item.partition_key))
-                tally.add("code", str(item.carried))
-                logger.warning(
-                    f"message moved to {channel} by a consumer",
-                    extra=message_fields(
-                        item.header,
-                        channel,
-                        errorCode=item.carried,
-                        errorDescription=item.header.get("errorDescription"),
-                        record=item.record,
-                    ),
-                )
-            elif not verdict.valid:
-                try:
-                    rejection = self.rejector.reject(item.payload, verdict, now=now)
-                except Exception as error:  # no claim check could be kept: retry rather than drop
-                    logger.exception("could not reject a record", extra={"record": item.record})
-                    item.failure = f"the rejected record could not be kept ({error}); retry"
-                    continue
-                item.outcome = rejection.channel
-                item.outputs.append(self.send_to(rejection.channel, rejection.record, item.partition_key))
-                tally.add("code", str(rejection.code))
-                logger.warning(
-                    f"message moved to {rejection.channel}",
-                    extra=message_fields(
-                        item.header,
-                        rejection.channel,
-                        errorCode=rejection.code,
-                        errorDescription=rejection.description,
-                        record=item.record,
-                    ),
-                )
-            elif verdict.is_part:
-                header = item.header
-                item.outcome = "part"
-                payload = history.append(item.payload, hop, header=header)
-                item.outputs.append(self.send_to("sequence", payload, header["messageSequence"]["sequence"]))
-            else:
-                header = item.header
-                if id(item) in is_reply and addresses is None:
-                    item.failure = "return addresses could not be looked up (DynamoDB unavailable); retry"
-                    continue
-                address = (addresses or {}).get(header.get("correlationId", ""))
-                destination = self.router.destination(header["messageType"], header["messageClass"], address)
-                if destination.fallback:
-                    tally.add("reply", "default-channel")
-                item.outcome = "routed"
-                if logger.log_level <= logging.DEBUG:
-                    logger.debug(
-                        "message routed", extra=message_fields(header, destination.channel, record=item.record)
-                    )
-                item.outputs.append(
-                    kinesis_send(
-                        destination.stream, history.append(item.payload, hop, header=header), item.partition_key
-                    )
-                )
-                tally.add("channel", destination.channel)
-            tally.add("outcome", item.outcome)
+            try:
+                self._plan(item, now, hop, addresses, is_reply, tally)
+            except Exception as error:  # a bug for this record: settled by _settle_errors
+                item.outputs = []
+                item.error = error
+
+    def _plan(
+        self,
+        item: _Item,
+        now: datetime,
+        hop: history.Hop,
+        addresses: dict[str, str] | None,
+        is_reply: set[int],
+        tally: Tally,
+    ) -> None:
+        """Plan one record's outputs."""
+        verdict = item.verdict
+        if item.error is not None:
+            return  # failed already (classifying it): _settle_errors decides
+        if item.carried is not None:
+            # decided by the consumer that moved it: sent on as it is, decorated already
+            channel = item.carried.channel.value
+            item.outcome = channel
+            item.outputs.append(self.send_to(channel, item.payload, item.partition_key))
+            tally.add("code", str(item.carried))
+            logger.warning(
+                f"message moved to {channel} by a consumer",
+                extra=message_fields(
+                    item.header,
+                    channel,
+                    errorCode=item.carried,
+                    errorDescription=item.header.get("errorDescription"),
+                    record=item.record,
+                ),
+            )
+        elif not verdict.valid:
+            try:
+                rejection = self.rejector.reject(item.payload, verdict, now=now)
+            except Exception as error:  # no claim check could be kept: retry rather than drop
+                logger.exception("could not reject a record", extra={"record": item.record})
+                item.failure = f"the rejected record could not be kept ({error}); retry"
+                return
+            item.outcome = rejection.channel
+            item.outputs.append(self.send_to(rejection.channel, rejection.record, item.partition_key))
+            tally.add("code", str(rejection.code))
+            logger.warning(
+                f"message moved to {rejection.channel}",
+                extra=message_fields(
+                    item.header,
+                    rejection.channel,
+                    errorCode=rejection.code,
+                    errorDescription=rejection.description,
+                    record=item.record,
+                ),
+            )
+        elif verdict.is_part:
+            header = item.header
+            item.outcome = "part"
+            payload = history.append(item.payload, hop, header=header)
+            item.outputs.append(self.send_to("sequence", payload, header["messageSequence"]["sequence"]))
+        else:
+            header = item.header
+            if id(item) in is_reply and addresses is None:
+                item.failure = "return addresses could not be looked up (DynamoDB unavailable); retry"
+                return
+            address = (addresses or {}).get(header.get("correlationId", ""))
+            destination = self.router.destination(header["messageType"], header["messageClass"], address)
+            if destination.fallback:
+                tally.add("reply", "default-channel")
+            item.outcome = "routed"
+            if logger.log_level <= logging.DEBUG:
+                logger.debug("message routed", extra=message_fields(header, destination.channel, record=item.record))
+            item.outputs.append(
+                kinesis_send(destination.stream, history.append(item.payload, hop, header=header), item.partition_key)
+            )
+            tally.add("channel", destination.channel)
+        tally.add("outcome", item.outcome)
 
     def _is_reply(self, item: _Item) -> bool:
         header = item.header
