@@ -326,8 +326,7 @@ class Receiver:
             raise
         skipped: list[Delivery] = []
         moving: list[tuple[Delivery, ErrorCode, str]] = []
-        # partition -> the record that failed there and every later one read with it
-        retried: dict[str, list[Delivery]] = {}
+        retried: dict[str, list[Delivery]] = {}  # partition -> a failed record and those after it
         for delivery, verdict in zip(deliveries, verdicts, strict=True):
             if delivery.partition in retried:  # behind a failed record: read again after it
                 retried[delivery.partition].append(delivery)
@@ -373,6 +372,8 @@ class Receiver:
             except TransportError:
                 raise
             except Exception as error:  # this record's failure, not its partition's
+                if verdict.header is not None:  # not in flight: it comes again, or is moved
+                    self._forget(str(verdict.header.get("messageId")))
                 if not self._failed(delivery, error):
                     retried[delivery.partition] = [delivery]
         self.consumer.settle(skipped)
@@ -386,9 +387,8 @@ class Receiver:
             self.consumer.redeliver(again)
 
     def _failed(self, delivery: Delivery, error: Exception) -> bool:
-        """Receiving one record raised (a bug, the application's selector): a failed attempt;
-        once they are used up it moves to ``error``, GENERR009 naming the exception (True).
-        False: it is read again with the records after it on its partition."""
+        """Receiving one record raised: a failed attempt. True: moved to ``error`` (GENERR009) as
+        its attempts are used up; False: read again, with the records after it on its partition."""
         _log.error("%s: receiving record %s failed", self.channel, delivery.id, exc_info=error)
         self._drop_after(delivery.partition, self._order.get(delivery.id, -1))
         attempts = self._count_failure(delivery)

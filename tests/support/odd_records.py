@@ -66,7 +66,7 @@ def odd_records(seed: int = 2100) -> list[Odd]:
     body_date["messageBody"]["objectDate"][0]["dateValue"] = "0000-01-01T00:00:00Z"
     odd.append(("a body date in year 0000", body_date, "metadata"))
     both = _timed(seed + 8, expirationTimestamp="0000-01-01T00:00:00Z")
-    both["messageBody"]["objectDate"][0]["dateValue"] = "0000-02-29T23:59:60+23:59"
+    both["messageBody"]["objectDate"][0]["dateValue"] = "0000-02-29T23:59:59+23:59"
     odd.append(("header and body in year 0000", both, ("error", "GENERR003")))
     records = [
         Odd(name, orjson.dumps(message), place, message["messageHeader"]["messageId"]) for name, message, place in odd
