@@ -8,11 +8,17 @@ whole body. Concatenating the fragments in position order gives that text back.
 Sizes are counted in serialised UTF-8 bytes, and a fragment never ends inside a character.
 (The spec's own snippet slices ``str(dict)`` by characters; that text is Python, not JSON, and
 a character count says nothing about bytes, so it is not followed.)
+
+The ids of a split message are derived from its own messageId (:func:`sequence_id`,
+:func:`part_id`: name-based UUIDs, version 5): whoever holds the id the sender was given finds
+the sequence (``rdss trace``), a resend of the same message is the same parts again (dropped as
+duplicates), and another message under that id conflicts with them part by part.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +74,9 @@ def stale(
 def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
     """The message itself if it fits in ``limit`` bytes, else its parts in position order.
 
-    Every serialised part is at most ``limit`` bytes. Parts share a new sequence id and get
-    fresh messageIds; everything else in the header is kept.
+    Every serialised part is at most ``limit`` bytes. Parts share a sequence id and get
+    messageIds of their own, both derived from the message's messageId (:func:`sequence_id`,
+    :func:`part_id`); everything else in the header is kept.
 
     Raises:
         ValueError: the header alone leaves no room for a fragment within ``limit``.
@@ -78,7 +85,8 @@ def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
         return [message]
     text = orjson.dumps(message["messageBody"])
     header = message["messageHeader"]
-    sequence = new_id()
+    whole_id = header.get("messageId")
+    sequence = sequence_id(whole_id) if isinstance(whole_id, str) and whole_id else new_id()
     total = 1
     while True:
         budget = limit - _overhead(header, sequence, total)
@@ -244,9 +252,23 @@ def _overhead(header: dict[str, Any], sequence: str, widest: int) -> int:
     return len(orjson.dumps(_part(header, sequence, widest, widest, "")))
 
 
+#: The namespace of the name-based UUIDs of split messages.
+SEQUENCE_NAMESPACE = uuid.UUID("5c0b1f0e-3f5e-5d7a-9c8e-2d3b7f3a1e21")
+
+
+def sequence_id(message_id: str) -> str:
+    """The sequence id of the message with ``message_id`` once split into parts."""
+    return str(uuid.uuid5(SEQUENCE_NAMESPACE, message_id))
+
+
+def part_id(sequence: str, position: int) -> str:
+    """The messageId of the part at ``position`` of ``sequence``."""
+    return str(uuid.uuid5(SEQUENCE_NAMESPACE, f"{sequence}/{position}"))
+
+
 def _part(header: dict[str, Any], sequence: str, position: int, total: int, fragment: str) -> Message:
     part_header = dict(header)
-    part_header["messageId"] = new_id()
+    part_header["messageId"] = part_id(sequence, position)
     part_header["messageSequence"] = {"sequence": sequence, "position": position, "total": total}
     return {"messageHeader": part_header, "messageBody": fragment}
 

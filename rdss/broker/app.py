@@ -38,6 +38,7 @@ from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.redrive import redriven_record
+from rdss.repository.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
 from rdss.repository.dynamodb import Claim, ClaimOutcome
 from rdss.repository.entries import RECEIVED, record_id, record_key
 from rdss.validation import Verdict, carried_error, validate
@@ -63,6 +64,8 @@ class _Item:
     error: BaseException | None = None
     #: Not handled in this delivery: a record before it on the shard failed (nacked, retried).
     held: bool = False
+    #: For a valid message: the digest telling a resend from another message under its id.
+    digest: str | None = None
 
 
 class Broker(Processor):
@@ -162,22 +165,34 @@ class Broker(Processor):
         key = header["messageId"] if by_id else record_key(record)
         if original is not None:  # outputs keyed as producers key them, not by the redrive key
             partition_key = key if by_id else original
-        return _Item(event["id"], record, payload, partition_key, verdict, key, carried, header)
+        item = _Item(event["id"], record, payload, partition_key, verdict, key, carried, header)
+        if by_id and verdict.message is not None:
+            item.digest = message_digest(verdict.message)
+        return item
 
     # -- 2. claim ------------------------------------------------------------------------------
     def _claim(self, items: list[_Item], ledger: str, tally: Tally) -> None:
         first: dict[str, _Item] = {}
         claims: dict[str, Claim] = {}
+        conflicting: list[tuple[_Item, str]] = []
         for item in items:
-            if item.key in first:  # the same message twice in one batch
-                item.outcome = "duplicate"
+            if item.key in first:  # the same message twice in one batch - or another message
+                if conflicts({DIGEST_ATTRIBUTE: first[item.key].digest}, item.digest):
+                    conflicting.append((item, first[item.key].record))
+                else:
+                    item.outcome = "duplicate"
                 continue
             first[item.key] = item
-            claims[item.key] = Claim(item.key, item.record, _claim_attributes(item.verdict, item.carried))
+            attributes = _claim_attributes(item.verdict, item.carried)
+            if item.digest is not None:
+                attributes[DIGEST_ATTRIBUTE] = item.digest
+            claims[item.key] = Claim(item.key, item.record, attributes)
         self.ldr.claim(list(claims.values()), ledger=ledger)
         for key, claim in claims.items():
             item = first[key]
-            if claim.outcome is ClaimOutcome.DUPLICATE:
+            if claim.outcome is ClaimOutcome.DUPLICATE and conflicts(claim.existing, item.digest):
+                conflicting.append((item, str((claim.existing or {}).get("claimedBy", "?"))))
+            elif claim.outcome is ClaimOutcome.DUPLICATE:
                 item.outcome = "duplicate"
                 item.outputs = []
             elif claim.outcome is ClaimOutcome.REDELIVERED and claim.already_sent:
@@ -185,9 +200,50 @@ class Broker(Processor):
                 item.outputs = []  # a move planned already (GENERR009) went out before
             elif claim.outcome is ClaimOutcome.UNAVAILABLE:
                 item.failure = "the Local Data Repository is unavailable (throttled or timed out); retry"
+        if conflicting:
+            self._record_conflicts(conflicting, ledger, tally)
         for item in items:
             if item.outcome in ("duplicate", "redelivered"):
                 tally.add("outcome", item.outcome)
+
+    def _record_conflicts(self, conflicting: list[tuple[_Item, str]], ledger: str, tally: Tally) -> None:
+        """Records reusing a claimed messageId for another message (:mod:`rdss.repository.conflicts`):
+        each is claimed as its stream record with status CONFLICT naming the record whose id it
+        reuses, and moved to ``invalid`` (GENERR004) - never routed as if new, never dropped."""
+        claims = []
+        for item, earlier in conflicting:
+            message_id = str(item.header.get("messageId"))
+            attributes = {
+                "status": CONFLICT,
+                "bareMessageId": message_id,  # the table's key attribute is messageId
+                "conflictsWith": earlier,
+                "errorCode": str(ErrorCode.GENERR004),
+                DIGEST_ATTRIBUTE: item.digest,
+            }
+            claims.append(Claim(record_key(item.record), item.record, attributes))
+            description = (
+                f"messageHeader.messageId: {message_id} was claimed by record {earlier} for a different message "
+                "(its messageType, messageClass or messageBody differ); a messageId names one message"
+            )
+            item.key = record_key(item.record)
+            item.verdict = Verdict(ErrorCode.GENERR004, description, item.verdict.message, item.verdict.is_part)
+        self.ldr.claim(claims, ledger=ledger)
+        for (item, earlier), claim in zip(conflicting, claims, strict=True):
+            if claim.outcome is ClaimOutcome.REDELIVERED and claim.already_sent:
+                item.outcome = "redelivered"
+            elif claim.outcome is ClaimOutcome.UNAVAILABLE:
+                item.failure = "the Local Data Repository is unavailable (throttled or timed out); retry"
+            else:
+                tally.add("outcome", "conflict")
+                logger.warning(
+                    f"messageId {claim.attributes['bareMessageId']} reused for a different message: record "
+                    f"{item.record} conflicts with record {earlier}; moved to invalid (GENERR004)",
+                    extra={
+                        "messageId": claim.attributes["bareMessageId"],
+                        "record": item.record,
+                        "conflictsWith": earlier,
+                    },
+                )
 
     # -- 3. plan and deliver -------------------------------------------------------------------
     def _plan_outputs(self, items: list[_Item], now: datetime, tally: Tally) -> None:
