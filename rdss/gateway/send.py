@@ -161,6 +161,12 @@ class Sender:
             return channel
         return str(entry)
 
+    def _digest(self, message: Mapping[str, Any]) -> str:
+        """The digest an inline broker tells conflicts by (rdss.repository.conflicts), computed
+        here where the message is parsed already; "" where no inline broker checks them."""
+        inline = getattr(self.transport, "inline", None)
+        return message_digest(message) if getattr(inline, "claims", None) is not None else ""
+
     def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:
         """Classify and split; raises :class:`MessageRefused` if any message is invalid, and
         :class:`ChannelMismatch` if one names a channel its content is not routed to where a
@@ -193,7 +199,7 @@ class Sender:
                 sequence = header["messageSequence"]["sequence"]
                 key = sequence if verdict.is_part else header["messageId"]
                 receipt = Receipt(header["messageId"], channel, (header["messageId"],), sequence)
-                prepared.append(_Prepared(receipt, [(header, payload)], key, [message_digest(verdict.message)]))
+                prepared.append(_Prepared(receipt, [(header, payload)], key, [self._digest(verdict.message)]))
                 continue
             parts = split(orjson.loads(payload), self.limit)
             sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
@@ -201,7 +207,7 @@ class Sender:
             receipt = Receipt(
                 header["messageId"], channel, tuple(part["messageHeader"]["messageId"] for part in parts), sequence
             )
-            prepared.append(_Prepared(receipt, records, sequence, [message_digest(part) for part in parts]))
+            prepared.append(_Prepared(receipt, records, sequence, [self._digest(part) for part in parts]))
         if refusals:
             raise MessageRefused(refusals)
         return prepared
@@ -217,7 +223,7 @@ class Sender:
         """TO_SEND, publish, SENT for one window; returns True when retries ran out for any."""
         self.repository.record([Entry.of(header, TO_SEND) for item in window for header, _ in item.records])
         outgoing = [
-            Outgoing(channel, payload, item.key, {**_routing_headers(header), DIGEST_ATTRIBUTE: digest, **extra})
+            Outgoing(channel, payload, item.key, {**_routing_headers(header), **_digest_header(digest), **extra})
             for item in window
             for (header, payload), digest in zip(item.records, item.digests, strict=True)
         ]
@@ -291,6 +297,10 @@ def carried_headers(auth_token: str | None, context: Mapping[str, Any] | None) -
             raise TypeError(f"context must be a JSON object, not {type(context).__name__}")
         headers["messageContext"] = orjson.dumps(dict(context)).decode()
     return headers
+
+
+def _digest_header(digest: str) -> dict[str, str]:
+    return {DIGEST_ATTRIBUTE: digest} if digest else {}
 
 
 def _routing_headers(header: Mapping[str, Any]) -> dict[str, str]:
