@@ -59,6 +59,12 @@ def _nested(depth: int, kind: str) -> bytes:
 @st.composite
 def records(draw: st.DrawFn) -> bytes:
     """A message of the workload with one to three extreme values put in."""
+    return draw(keyed_records())[1]
+
+
+@st.composite
+def keyed_records(draw: st.DrawFn) -> tuple[str, bytes]:
+    """(the messageId it was given, the record): records of one batch need ids of their own."""
     message = orjson.loads(orjson.dumps(draw(st.sampled_from(_BASES))))
     header = message["messageHeader"]
     header["messageId"] = str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1)), version=4))
@@ -74,7 +80,7 @@ def records(draw: st.DrawFn) -> bytes:
     payload = orjson.dumps(message)
     for _ in range(draw(st.integers(0, 2))):
         payload = draw(_text_mutation(payload))
-    return payload
+    return header["messageId"], payload
 
 
 @st.composite
@@ -184,8 +190,9 @@ def _event(payloads: list[bytes]) -> dict[str, Any]:
 
 
 @settings(max_examples=40)
-@given(st.lists(records(), min_size=1, max_size=8))
-def test_the_broker_places_every_record_and_nacks_none(payloads: list[bytes]):
+@given(st.lists(keyed_records(), min_size=1, max_size=8, unique_by=lambda keyed: keyed[0]))
+def test_the_broker_places_every_record_and_nacks_none(keyed: list[tuple[str, bytes]]):
+    payloads = [payload for _, payload in keyed]
     kinesis = _Kinesis()
     handler = KinesisEventSourceMappingHandler(Broker(names=_NAMES, dynamodb=_DynamoDB()), kinesis=kinesis)
     try:
