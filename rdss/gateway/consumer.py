@@ -47,23 +47,20 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
-
-import orjson
 
 from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
+from rdss.gateway.holding import Held, SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.logs import message_fields
 from rdss.rejection import Rejector
 from rdss.repository.entries import RECEIVED, Entry, Repository
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler, SequenceError, stale
-from rdss.validation import Verdict, validate, validate_message
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler
+from rdss.validation import validate
 
 _log = logging.getLogger(__name__)
 
@@ -75,14 +72,7 @@ MAX_ATTEMPTS = 5
 _UNLIMITED = Rejector()
 
 
-@dataclass
-class _Held:
-    """Parts of one sequence waiting for the rest: position -> (delivery, header)."""
-
-    parts: dict[int, tuple[Delivery, Mapping[str, Any]]] = field(default_factory=dict)
-
-
-class Receiver:
+class Receiver(SequenceHolding):
     """A transactional Polling Consumer of one channel (see the module docstring)."""
 
     def __init__(
@@ -128,7 +118,7 @@ class Receiver:
         self.stats = ReceiveStats()
         self._ready: deque[Received] = deque()
         self._reassembler = Reassembler(clock=clock)
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, Held] = {}
         self._order: dict[str, int] = {}  # delivery id -> arrival order, for rewinds
         self._counter = itertools.count()
         self._in_flight: set[str] = set()
@@ -400,49 +390,6 @@ class Receiver:
         self.stats.poison += 1
         return True
 
-    def _hold(self, delivery: Delivery, verdict: Verdict, now: datetime) -> list[Delivery]:
-        """Hold one part; deliver its sequence when complete. Returns deliveries to settle."""
-        assert verdict.message is not None
-        header = verdict.message["messageHeader"]
-        sequence = header["messageSequence"]
-        held = self._held.setdefault(sequence["sequence"], _Held())
-        if sequence["position"] in held.parts:  # the same part again (another messageId)
-            self.stats.duplicates += 1
-            return [delivery]
-        held.parts[sequence["position"]] = (delivery, header)
-        self._in_flight.add(str(header["messageId"]))
-        try:
-            whole = self._reassembler.add(verdict.message)
-        except SequenceError as error:  # parts that do not join: the sequencer's code
-            parts = self._release(sequence["sequence"])
-            self.stats.invalid += len(parts)
-            self._move([(d, error.error_code, f"sequence {sequence['sequence']}: {error}") for d in parts])
-            return []
-        if whole is None:
-            return []
-        del self._held[sequence["sequence"]]
-        ordered = [held.parts[position] for position in sorted(held.parts)]
-        check = validate_message(whole, now=now)
-        if not check.valid:  # every part goes, decorated with the whole message's code
-            assert check.error_code is not None
-            for _, part in ordered:
-                self._forget(str(part["messageId"]))
-            why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
-            self.stats.invalid += len(ordered)
-            self._move([(d, check.error_code, why) for d, _ in ordered])
-            return []
-        self._offer(
-            Received(
-                whole,
-                orjson.dumps(whole),
-                self.channel,
-                tuple(d for d, _ in ordered),
-                tuple(h for _, h in ordered),
-                self,
-            )
-        )
-        return []
-
     def _offer(self, received: Received) -> None:
         if self.selector is not None and not self.selector(received.header):
             self.stats.filtered += 1
@@ -478,65 +425,7 @@ class Receiver:
             return received
         return None
 
-    # -- rewinds, timeouts, the error channel --------------------------------------------------
-    def _drop_after(self, partition: str, first: int) -> list[Delivery]:
-        """Forget what was read from ``partition`` at or after arrival ``first``; return it."""
-        dropped: list[Delivery] = []
-        keep: deque[Received] = deque()
-        for received in self._ready:
-            if any(d.partition == partition and self._order.get(d.id, -1) >= first for d in received.deliveries):
-                dropped.extend(received.deliveries)
-                for header in received.parts:
-                    self._forget(str(header["messageId"]))
-            else:
-                keep.append(received)
-        self._ready = keep
-        for sequence, held in list(self._held.items()):
-            later = {
-                p for p, (d, _) in held.parts.items() if d.partition == partition and self._order.get(d.id, -1) >= first
-            }
-            if not later:
-                continue
-            parts = self._reassembler.discard(sequence)
-            for position in later:
-                delivery, header = held.parts.pop(position)
-                dropped.append(delivery)
-                self._forget(str(header["messageId"]))
-            for part in parts:
-                if part["messageHeader"]["messageSequence"]["position"] not in later:
-                    self._reassembler.add(part)
-            if not held.parts:
-                del self._held[sequence]
-        return dropped
-
-    def _release(self, sequence: str) -> list[Delivery]:
-        """Forget a held sequence entirely; return its deliveries."""
-        self._reassembler.discard(sequence)
-        held = self._held.pop(sequence, _Held())
-        for _, header in held.parts.values():
-            self._forget(str(header["messageId"]))
-        return [d for d, _ in held.parts.values()]
-
-    def _time_out_sequences(self) -> None:
-        now = self.now()
-        for incomplete in self._reassembler.incomplete():
-            header = incomplete.parts[0]["messageHeader"]
-            verdict = stale(
-                incomplete.sequence,
-                len(incomplete.positions),
-                incomplete.total,
-                expires_at=timestamps.expires_at(header),
-                waited=self.clock() - incomplete.first_seen,
-                now=now.timestamp(),
-                timeout=self.sequence_timeout,
-            )
-            if verdict is None:
-                continue
-            code, why = verdict
-            parts = self._release(incomplete.sequence)
-            self.stats.expired += len(parts)
-            self._move([(d, code, why) for d in parts])
-
+    # -- the invalid and error channels --------------------------------------------------------
     def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
         """Move records, decorated, to the channel of their code (the one reject path,
         :mod:`rdss.rejection`) - or, on a receiver of the invalid or error channel itself, log

@@ -29,7 +29,7 @@ from rdss.gateway.amqp.naming import (
     H_REASON,
     QUEUE_CHANNELS,
 )
-from rdss.gateway.amqp.options import Tier
+from rdss.gateway.amqp.options import tier_for
 from rdss.gateway.amqp.publisher import Publish
 from rdss.gateway.backend import Delivery, TransportError
 from rdss.gateway.consumer import MAX_ATTEMPTS
@@ -369,16 +369,15 @@ class AmqpConsumer:
         self._move(moved)
 
     def _failed(self, raw: _Raw, error: Exception, moved: list[tuple[_Raw, Rejection]]) -> None:
-        """Receiving one message raised: a failed attempt, retried through the delay tiers (the
-        count in ``x-rdss-attempts``); at the gateway's ``MAX_ATTEMPTS`` moved to ``error`` with
-        GENERR009 naming the exception. The messages behind it are delivered."""
+        """Receiving one message raised: retried through the delay tiers (``x-rdss-attempts``); at
+        ``MAX_ATTEMPTS`` moved to ``error``, GENERR009 naming the exception."""
         attempts = raw.attempts + 1
         _log.error("%s: receiving from %s failed (attempt %d)", self.channel, raw.queue, attempts, exc_info=error)
         why = f"gave up after {attempts} failed attempts at receiving it: {describe_failure(error)}"
-        if attempts < MAX_ATTEMPTS:
-            self._retry_raw(raw, attempts)
-        else:
+        if attempts >= MAX_ATTEMPTS:
             moved.append((raw, self.transport.inline.rejector.reject(raw.body, ErrorCode.GENERR009, why)))
+        else:
+            self._retry_raw(raw, attempts)
 
     def _convert_one(
         self, raw: _Raw, counts: Mapping[str, int], dead: list[tuple[_Raw, str]], moved: list[tuple[_Raw, Rejection]]
@@ -453,7 +452,7 @@ class AmqpConsumer:
 
     def _retry_raw(self, raw: _Raw, attempts: int) -> None:
         """Through the delay tier of retry number ``attempts``, or to ``dead_letter`` after them."""
-        tier = _tier_for(self.transport.options.tiers, attempts)
+        tier = tier_for(self.transport.options.tiers, attempts)
         if tier is None:
             self._dead_letter([(raw, f"retries-exhausted: refused {attempts} times")])
             return
@@ -516,15 +515,6 @@ class AmqpConsumer:
 
 def _tag(position: str) -> int:
     return int(position.rpartition(".")[2])
-
-
-def _tier_for(tiers: Sequence[Tier], attempt: int) -> Tier | None:
-    """The tier of retry number ``attempt`` (1-based), or None when they are used up."""
-    for tier in tiers:
-        if attempt <= tier.attempts:
-            return tier
-        attempt -= tier.attempts
-    return None
 
 
 def _counter_key(raw: _Raw) -> str:
