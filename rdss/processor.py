@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
 
 from rdss import history, timestamps
 from rdss.amgi.batch import BatchApp, kinesis_send
+from rdss.attempts import RecordAttempts, describe, is_transient, record_attempts
+from rdss.errors import ErrorCode
+from rdss.observability import logger
 from rdss.putrecords import MAX_RECORD_DATA
 from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.repository.dynamodb import LocalDataRepository
@@ -37,14 +41,19 @@ class Processor(BatchApp):
         topology: Topology = RDSS,
         clock: Callable[[], float] = time.time,
         now: Callable[[], datetime] = timestamps.now,
+        max_attempts: int | None = None,
     ) -> None:
         """
         Args:
             s3: for claim checks in the errors bucket (without it, a record too large to travel
                 decorated is nacked rather than moved).
+            max_attempts: failed attempts at one record before it is moved to ``error``
+                (GENERR009); default ``RDSS_RECORD_ATTEMPTS``, else 3 (:mod:`rdss.attempts`).
         """
         self.names = names
         self.ldr = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
+        self.attempts = RecordAttempts(dynamodb, names.table("messages"), clock=clock)
+        self.max_attempts = max_attempts if max_attempts is not None else record_attempts()
         self.router = Router(names, topology)
         claim_checks = S3ClaimChecks(s3, names.bucket("errors")) if s3 is not None else None
         self.rejector = Rejector(MAX_RECORD_DATA, claim_checks, now=now)
@@ -63,3 +72,43 @@ class Processor(BatchApp):
     def send_to(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
         """A ``message.send`` to the stream of a logical channel."""
         return kinesis_send(self.names.stream(channel), payload, partition_key)
+
+    def failed_attempt(self, record: str, payload: bytes, partition_key: str, error: BaseException) -> Failure:
+        """One record failed (``error`` was raised handling it): count the attempt and say what
+        becomes of it - moved to ``error`` with GENERR009 once the attempts are used up (the send
+        is in :attr:`Failure.move`), else retried, with the records after it on its shard."""
+        if is_transient(error):
+            logger.warning("record %s: the infrastructure failed (%s); retried", record, describe(error))
+            return Failure(f"{describe(error)}; retried (the infrastructure's failure, not counted)")
+        attempts = self.attempts.count(record, error)
+        logger.error(
+            "record %s failed (attempt %s of %d): %s",
+            record,
+            attempts if attempts is not None else "?",
+            self.max_attempts,
+            describe(error),
+            exc_info=error,
+        )
+        if attempts is None or attempts < self.max_attempts:
+            return Failure(f"{describe(error)}; attempt {attempts or '?'} of {self.max_attempts}, retried")
+        description = f"{self.processor} failed {attempts} times on this record: {describe(error)}"
+        rejection = self.rejector.reject(payload, ErrorCode.GENERR009, description)
+        logger.warning(
+            f"message moved to {rejection.channel}",
+            extra={"record": record, "errorCode": str(ErrorCode.GENERR009), "errorDescription": description},
+        )
+        return Failure(description, self.send_to(rejection.channel, rejection.record, partition_key))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What becomes of a record a processor failed on (:meth:`Processor.failed_attempt`)."""
+
+    #: Why: the nack's message while it is retried, the errorDescription once moved.
+    reason: str
+    #: The ``message.send`` moving it to ``error`` (GENERR009) once its attempts are used up.
+    move: dict[str, Any] | None = None
+
+    @property
+    def moved(self) -> bool:
+        return self.move is not None

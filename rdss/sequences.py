@@ -8,18 +8,24 @@ whole body. Concatenating the fragments in position order gives that text back.
 Sizes are counted in serialised UTF-8 bytes, and a fragment never ends inside a character.
 (The spec's own snippet slices ``str(dict)`` by characters; that text is Python, not JSON, and
 a character count says nothing about bytes, so it is not followed.)
+
+The ids of a split message are derived from its own messageId (:func:`sequence_id`,
+:func:`part_id`: name-based UUIDs, version 5): whoever holds the id the sender was given finds
+the sequence (``rdss trace``), a resend of the same message is the same parts again (dropped as
+duplicates), and another message under that id conflicts with them part by part.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES
+from rdss import MAX_MESSAGE_BYTES, jsonkeys
 from rdss.errors import ErrorCode
 from rdss.messages import Message, new_id
 
@@ -33,7 +39,15 @@ _QUOTE, _BACKSLASH = b'"', b"\\"
 
 
 class SequenceError(ValueError):
-    """Parts that cannot form one message: mixed sequences, totals or positions, bad fragments."""
+    """Parts that cannot form one message: mixed sequences, totals or positions, bad fragments.
+
+    ``error_code`` is the code every part is moved with: GENERR001 (the body is not as the
+    schema says), GENERR007 when the joined body names a member twice in one object.
+    """
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.GENERR001) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 def stale(
@@ -60,8 +74,9 @@ def stale(
 def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
     """The message itself if it fits in ``limit`` bytes, else its parts in position order.
 
-    Every serialised part is at most ``limit`` bytes. Parts share a new sequence id and get
-    fresh messageIds; everything else in the header is kept.
+    Every serialised part is at most ``limit`` bytes. Parts share a sequence id and get
+    messageIds of their own, both derived from the message's messageId (:func:`sequence_id`,
+    :func:`part_id`); everything else in the header is kept.
 
     Raises:
         ValueError: the header alone leaves no room for a fragment within ``limit``.
@@ -70,7 +85,8 @@ def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
         return [message]
     text = orjson.dumps(message["messageBody"])
     header = message["messageHeader"]
-    sequence = new_id()
+    whole_id = header.get("messageId")
+    sequence = sequence_id(whole_id) if isinstance(whole_id, str) and whole_id else new_id()
     total = 1
     while True:
         budget = limit - _overhead(header, sequence, total)
@@ -122,10 +138,17 @@ def join(parts: Iterable[Message]) -> Message:
     fragments = [by_position[position]["messageBody"] for position in range(1, total + 1)]
     if total > 1 and not all(isinstance(fragment, str) for fragment in fragments):
         raise SequenceError(f"sequence {sequence}: a part's messageBody is not a string fragment")
+    text = "".join(fragments) if total > 1 else ""
     try:
-        body = orjson.loads("".join(fragments)) if total > 1 else fragments[0]
+        body = orjson.loads(text) if total > 1 else fragments[0]
     except orjson.JSONDecodeError as error:
         raise SequenceError(f"sequence {sequence}: the joined fragments are not JSON: {error}") from error
+    if total > 1:
+        encoded = text.encode("utf-8", "surrogatepass")
+        if not jsonkeys.has_unique_names(encoded, body):
+            found = jsonkeys.first_duplicate(encoded)
+            where = jsonkeys.describe(["messageBody", *found[0]], found[1]) if found else "a member named twice"
+            raise SequenceError(f"sequence {sequence} (whole message): {where}", ErrorCode.GENERR007)
     header = dict(by_position[1]["messageHeader"])
     header["messageSequence"] = {"sequence": sequence, "position": 1, "total": 1}
     return {"messageHeader": header, "messageBody": body}
@@ -229,9 +252,23 @@ def _overhead(header: dict[str, Any], sequence: str, widest: int) -> int:
     return len(orjson.dumps(_part(header, sequence, widest, widest, "")))
 
 
+#: The namespace of the name-based UUIDs of split messages.
+SEQUENCE_NAMESPACE = uuid.UUID("5c0b1f0e-3f5e-5d7a-9c8e-2d3b7f3a1e21")
+
+
+def sequence_id(message_id: str) -> str:
+    """The sequence id of the message with ``message_id`` once split into parts."""
+    return str(uuid.uuid5(SEQUENCE_NAMESPACE, message_id))
+
+
+def part_id(sequence: str, position: int) -> str:
+    """The messageId of the part at ``position`` of ``sequence``."""
+    return str(uuid.uuid5(SEQUENCE_NAMESPACE, f"{sequence}/{position}"))
+
+
 def _part(header: dict[str, Any], sequence: str, position: int, total: int, fragment: str) -> Message:
     part_header = dict(header)
-    part_header["messageId"] = new_id()
+    part_header["messageId"] = part_id(sequence, position)
     part_header["messageSequence"] = {"sequence": sequence, "position": position, "total": total}
     return {"messageHeader": part_header, "messageBody": fragment}
 

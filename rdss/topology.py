@@ -184,7 +184,8 @@ RDSS = Topology(
             source="sequence",
             sends_to=("metadata", "vocabulary", "responses", "invalid", "error"),
             reads_tables=("sequences", "messages"),
-            writes_tables=("sequences",),
+            # messages: its failed attempts at a part (rdss.attempts), as the broker counts its own
+            writes_tables=("sequences", "messages"),
             reads_buckets=("staging",),
             # parts too large to travel decorated are kept in errors (claim check)
             writes_buckets=("staging", "errors"),

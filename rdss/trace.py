@@ -41,6 +41,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rdss import archive, decoration, history, timestamps
 from rdss.errors import ErrorCode
 from rdss.rejection import moved_by
+from rdss.repository.conflicts import CONFLICT
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import Repository
 from rdss.topology import Deployment
@@ -77,11 +78,13 @@ class Dispatch:
 
     record: str
     arrived: datetime | None
-    outcome: str  # routed | part | invalid | error | duplicate | pending
+    outcome: str  # routed | part | invalid | error | duplicate | conflict | pending
     channels: list[str] = field(default_factory=list)
     error_code: str | None = None
     error_description: str | None = None
     duplicate_of: str | None = None
+    #: For a conflict: the record that claimed the messageId first, for a different message.
+    conflicts_with: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {"record": self.record, "outcome": self.outcome, "channels": self.channels}
@@ -91,6 +94,7 @@ class Dispatch:
             ("errorCode", self.error_code),
             ("errorDescription", self.error_description),
             ("duplicateOf", self.duplicate_of),
+            ("conflictsWith", self.conflicts_with),
         ):
             if value:
                 found[name] = value
@@ -114,6 +118,8 @@ class Timeline:
     header: dict[str, Any] | None = None
     #: consumers' moves of the message: (consumer group, channel, errorCode)
     moves: list[tuple[str, str, str | None]] = field(default_factory=list)
+    #: For a sequence (:mod:`rdss.trace_sequence`): what became of the whole message.
+    whole: dict[str, Any] | None = None
 
     @property
     def found(self) -> bool:
@@ -123,8 +129,10 @@ class Timeline:
         """Where it went, in one line."""
         if not self.found:
             return "nothing found"
+        if self.whole is not None:
+            return f"sequence {self.sequence_id}: " + _whole_summary(self.whole)
         parts = []
-        for outcome in ("routed", "part", "invalid", "error", "duplicate", "pending"):
+        for outcome in ("routed", "part", "conflict", "invalid", "error", "duplicate", "pending"):
             chosen = [d for d in self.dispatches if d.outcome == outcome]
             if not chosen:
                 continue
@@ -134,6 +142,8 @@ class Timeline:
                 released = [c for c in self.channels if c not in ("input", "sequence", "invalid", "error")]
                 where = f"released to {', '.join(released)}" if released else "not released yet"
                 parts.append(f"a part of sequence {self.sequence_id}, {where}")
+            elif outcome == "conflict":
+                parts.append(f"{len(chosen)} record(s) reusing the id for a different message, moved to invalid")
             elif outcome in ("invalid", "error"):
                 codes = sorted({d.error_code or "?" for d in chosen})
                 parts.append(f"{len(chosen)} record(s) moved to {outcome} ({', '.join(codes)})")
@@ -175,6 +185,7 @@ class Timeline:
             "errorDescription": self.error_description,
             "messageHistory": self.history,
             "sequence": self.sequence,
+            **({"whole": self.whole} if self.whole is not None else {}),
             "archives": self.archives,
             "moves": [{"group": g, "channel": c, "errorCode": code} for g, c, code in self.moves],
             "events": [e.as_dict() for e in sorted(self.events, key=_order)],
@@ -192,6 +203,15 @@ class Timeline:
             out.append(f"  {stamp}  {event.where:<10} {event.what}")
         out.append(f"where it went: {self.summary()}")
         return out
+
+
+def _whole_summary(whole: Mapping[str, Any]) -> str:
+    if whole.get("reassembled"):
+        verdict = "valid" if whole.get("valid") else f"invalid, {whole.get('errorCode')}"
+        return f"released to {whole['channel']}, reassembled as message {whole['messageId']} ({verdict})"
+    if "why" in whole:
+        return f"released to {whole['channel']}, parts that do not join"
+    return f"moved to {whole['channel']} ({whole.get('errorCode')})"
 
 
 def _order(event: Event) -> tuple[float, str]:
@@ -247,6 +267,12 @@ class Tracer:
             c.name: [r for r in self._read(c.name, start) if needle in r.data]
             for c in self.deployment.topology.channels
         }
+        if not any(_message_id(r.data) == message_id for records in found.values() for r in records):
+            from rdss.trace_sequence import trace_sequence  # it builds on this module
+
+            sequenced = trace_sequence(self, message_id, found, start)
+            if sequenced is not None:
+                return sequenced
         header = self._header(found)
         timeline.header = header
         if header is not None:
@@ -328,7 +354,17 @@ class Tracer:
             timeline.events.append(Event(record.arrived, "input", f"record {record.record} entered input"))
             dispatch = Dispatch(record.record, record.arrived, "pending")
             record_claim = claims.get(f"record#{record.record}")
-            if record_claim is not None:
+            if record_claim is not None and record_claim.get("status") == CONFLICT:
+                dispatch.outcome = "conflict"
+                dispatch.channels = ["invalid"]
+                dispatch.error_code = record_claim.get("errorCode")
+                dispatch.conflicts_with = record_claim.get("conflictsWith")
+                what = (
+                    f"record {record.record}: CONFLICT - a different message under this messageId, which record "
+                    f"{dispatch.conflicts_with} claimed first; moved to invalid ({dispatch.error_code})"
+                )
+                timeline.events.append(Event(_claimed_at(record_claim), "broker", what, {"claim": record_claim}))
+            elif record_claim is not None:
                 dispatch.outcome = "error" if _is_error(record_claim.get("errorCode")) else "invalid"
                 dispatch.channels = [dispatch.outcome]
                 dispatch.error_code = record_claim.get("errorCode")

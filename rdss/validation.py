@@ -7,7 +7,7 @@ through the stages below in order and the first failing stage names the error co
 ======== ============================================================ =========
 stage    fault                                                        code
 ======== ============================================================ =========
-parse    not UTF-8 JSON                                               GENERR007
+parse    not UTF-8 JSON; an object naming a member twice              GENERR007
 envelope not an object; messageHeader missing or not an object        GENERR004
 header   a header UUID malformed                                      GENERR010
 header   any other header fault (schema and semantic rules)           GENERR004
@@ -27,25 +27,39 @@ Most messages are valid, so :func:`validate` first tries the valid path: one orj
 messageClass) over header and body together, and the checks JSON Schema cannot state (position
 <= total, size, expiry). Only a payload that fails it is walked stage by stage to find the first
 failing stage and describe the fault. The same code runs in the CLI, the broker and Lambda.
+
+The classifier is total: every byte string gets a verdict and none raises. A duplicate member
+name is found without a second parse (:mod:`rdss.jsonkeys`); numbers orjson cannot hold exactly
+(10^400, integers beyond 64 bits) are re-read exactly; a timestamp :class:`datetime` cannot hold
+(year 0000, a leap second, an offset beyond its range) is judged by the schema's RFC 3339 format
+and compared for expiry by arithmetic (:func:`rdss.timestamps.epoch_microseconds`). Should the
+classifier itself fail, the payload gets GENERR009 (the error channel) and the failure is logged.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import jsonschema_rs
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES, schemas, timestamps
+from rdss import MAX_MESSAGE_BYTES, jsonkeys, schemas, timestamps
 from rdss.errors import ChannelKind, ErrorCode
 
 #: Longest errorDescription produced; instance values quoted in a description are cut to fit.
 MAX_DESCRIPTION = 500
 
 _READS = frozenset({"MetadataRead", "VocabularyRead"})
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -89,7 +103,7 @@ def validate(
     check_expiry: bool = True,
     size_limit: int | None = MAX_MESSAGE_BYTES,
 ) -> Verdict:
-    """Classify one serialised message.
+    """Classify one serialised message: a verdict for any payload, never an exception.
 
     Args:
         payload: the message as it travels (UTF-8 JSON bytes; ``str`` is encoded first).
@@ -98,24 +112,44 @@ def validate(
         size_limit: the byte limit for a whole message; None skips the size stage (a message
             reassembled from a sequence may exceed it).
     """
-    if isinstance(payload, str):
-        payload = payload.encode("utf-8", "surrogatepass")
+    if now is not None and now.tzinfo is None:  # the caller's mistake, not the payload's
+        raise ValueError("now must be an aware datetime")
     try:
-        message = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return _Classifier(payload, now, check_expiry, size_limit).classify(None)
-    verdict = _fast(message, payload, now, check_expiry, size_limit)
-    if verdict is not None:
-        return verdict
-    return _Classifier(payload, now, check_expiry, size_limit).classify(message)
+        if isinstance(payload, str):
+            payload = payload.encode("utf-8", "surrogatepass")
+        try:
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return _Classifier(payload, now, check_expiry, size_limit).classify(None)
+        if not jsonkeys.has_unique_names(payload, message):
+            return _Classifier(payload, now, check_expiry, size_limit).duplicate_names()
+        verdict = _fast(message, payload, now, check_expiry, size_limit)
+        if verdict is not None:
+            return verdict
+        return _Classifier(payload, now, check_expiry, size_limit).classify(message)
+    except Exception as error:  # a verdict for every payload, whatever went wrong
+        return _unexpected(error)
 
 
 def validate_message(message: dict[str, Any], *, now: datetime | None = None, check_expiry: bool = True) -> Verdict:
     """Classify an already parsed message (e.g. one reassembled from a sequence); no size stage."""
-    verdict = _fast(message, b"", now, check_expiry, None)
-    if verdict is not None:
-        return verdict
-    return _Classifier(b"", now, check_expiry, None).classify(message)
+    if now is not None and now.tzinfo is None:
+        raise ValueError("now must be an aware datetime")
+    try:
+        verdict = _fast(message, b"", now, check_expiry, None)
+        if verdict is not None:
+            return verdict
+        return _Classifier(b"", now, check_expiry, None).classify(message)
+    except Exception as error:  # a verdict for every message, whatever went wrong
+        return _unexpected(error)
+
+
+def _unexpected(error: Exception) -> Verdict:
+    """The verdict when classifying itself failed - a bug, never a message's fault alone: the
+    message goes to the error channel (GENERR009, the spec's unexpected error) rather than
+    taking its batch down, and the failure is logged with its traceback."""
+    _log.error("the classifier failed: %s: %s", type(error).__name__, error, exc_info=error)
+    return _fail(ErrorCode.GENERR009, None, f"message: the classifier failed ({type(error).__name__}: {error})")
 
 
 # The whole-message validator by (messageType, messageClass, is part); None marks a pair the
@@ -185,10 +219,15 @@ def _expired(expiration: str, now: datetime | None) -> bool:
     if moment.tzinfo is None:
         raise ValueError("now must be an aware datetime")
     try:
-        expires = datetime.fromisoformat(expiration)
+        return datetime.fromisoformat(expiration) <= moment
+    except (ValueError, OverflowError):
+        pass
+    # What datetime cannot hold but RFC 3339 allows (year 0000, a leap second, an offset carrying
+    # year 1 or 9999 past its range), compared by arithmetic. The schema has checked the shape.
+    try:
+        return timestamps.epoch_microseconds(expiration) <= timestamps.microseconds_of(moment)
     except ValueError:
-        expires = timestamps.parse(expiration)
-    return expires <= moment
+        return False
 
 
 class _Classifier:
@@ -207,12 +246,20 @@ class _Classifier:
         self.size_limit = size_limit
 
     def classify(self, message: Any) -> Verdict:
-        if message is None:
+        if message is None or (self.payload and _LONG_NUMBER.search(self.payload)):
+            # not parsed, or parsed with a number orjson could not hold exactly (it reads an
+            # integer beyond 64 bits as a float): judge what the text says
             parsed = self._parse()
             if isinstance(parsed, Verdict):
                 return parsed
             message = parsed
         return self._envelope(message)
+
+    def duplicate_names(self) -> Verdict:
+        """The parse stage's verdict on a text whose objects name a member twice."""
+        found = jsonkeys.first_duplicate(self.payload)
+        description = jsonkeys.describe(*found) if found else "payload: an object names a member more than once"
+        return _fail(ErrorCode.GENERR007, None, description)
 
     # -- parse ---------------------------------------------------------------------------------
     def _parse(self) -> Any:
@@ -220,13 +267,28 @@ class _Classifier:
         if not payload.strip():
             return _fail(ErrorCode.GENERR007, None, "payload: empty, expected a JSON object")
         try:
-            return orjson.loads(payload)
-        except orjson.JSONDecodeError as error:
-            reason = str(error)
-        try:
             payload.decode("utf-8")
         except UnicodeDecodeError as error:
             reason = f"not UTF-8: byte 0x{payload[error.start]:02x} at offset {error.start}"
+            return _fail(ErrorCode.GENERR007, None, f"payload: malformed JSON: {reason}")
+        try:
+            parsed = orjson.loads(payload)
+        except orjson.JSONDecodeError as error:
+            reason = str(error)
+            if "number" not in reason:
+                return _fail(ErrorCode.GENERR007, None, f"payload: malformed JSON: {reason}")
+        else:
+            if not _LONG_NUMBER.search(payload):
+                return parsed
+        # orjson refuses numbers beyond a double (10^400) and rounds integers beyond 64 bits;
+        # RFC 8259 allows both. The standard library keeps integers exact (given text, so that
+        # it does not skip a byte order mark as it would in bytes).
+        try:
+            return json.loads(payload.decode("utf-8"), parse_float=_float, parse_constant=_no_constant)
+        except RecursionError:
+            reason = "nested too deeply"
+        except ValueError as error:
+            reason = str(error)
         return _fail(ErrorCode.GENERR007, None, f"payload: malformed JSON: {reason}")
 
     # -- envelope ------------------------------------------------------------------------------
@@ -415,8 +477,25 @@ def _path(root: str, parts: Iterable[str | int]) -> str:
 
 
 def _quote(value: Any) -> str:
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if value is not None else "null"
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if value is not None else "null"
+    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a Decimal
+        text = str(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# A number with more digits than orjson holds exactly (19 reach 2^63), outside any string
+# only approximately: a string of digits merely costs an exact re-parse.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def _float(text: str) -> float | Decimal:
+    number = float(text)
+    return number if math.isfinite(number) else Decimal(text)  # 1e400: kept, not infinity
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _article(word: str) -> str:

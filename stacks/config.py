@@ -80,6 +80,10 @@ class EventSourceSettings:
     parallelization_factor: int = 1
     #: Retries of a failing batch (after bisecting) before it goes to the on-failure queue.
     retry_attempts: int = 3
+    #: Failed attempts at one record before its processor moves it to ``error`` (GENERR009) and
+    #: goes on with the records after it (rdss.attempts). At most retry_attempts + 1, so the
+    #: mapping never parks a record its processor would have moved.
+    record_attempts: int = 3
     #: Records older than this are not retried but sent to the on-failure queue.
     max_record_age_hours: int = 24
 
@@ -387,6 +391,12 @@ def load(
     raw.pop("region", None)
     if raw:
         raise ConfigError(f"{where}: unknown setting(s) {sorted(raw)}")
+    events = config.event_source
+    if not 1 <= events.record_attempts <= events.retry_attempts + 1:
+        raise ConfigError(
+            f"{where}.event_source.record_attempts: 1 to retry_attempts + 1 ({events.retry_attempts + 1}), "
+            "so that a record failing every time is moved to error before its batch is parked"
+        )
     if config.retention.log_days not in LOG_RETENTION:
         raise ConfigError(f"{where}.retention.log_days: CloudWatch Logs offers {sorted(LOG_RETENTION)} days")
     return config

@@ -131,6 +131,8 @@ class ProcessorFunction(Construct):
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
                 "POWERTOOLS_LOG_LEVEL": settings.log_level,
                 "RDSS_SEQUENCE_TIMEOUT_SECONDS": str(config.sequence_timeout_seconds),
+                # failed attempts at one record before it is moved to error (rdss.attempts)
+                "RDSS_RECORD_ATTEMPTS": str(config.event_source.record_attempts),
             },
             # Only a scheduled processor is invoked asynchronously; its failures go to the queue.
             dead_letter_queue=self.on_failure if processor.schedule else None,

@@ -116,7 +116,7 @@ def run_send(args: argparse.Namespace) -> int:
         except ChannelMismatch as mismatch:
             raise CommandError(f"{args.files[mismatch.index]}: {mismatch}", USAGE) from mismatch
     for name, receipt in zip(args.files, receipts, strict=True):
-        parts = f" as {len(receipt.parts)} parts" if receipt.split else ""
+        parts = f" as {len(receipt.parts)} parts (sequence {receipt.sequence})" if receipt.split else ""
         print(printable(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}"))
     return 0
 

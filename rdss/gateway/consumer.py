@@ -4,8 +4,7 @@
 ready (or the timeout passes), the application processes it, then calls :meth:`Receiver.ack`
 (or :meth:`Receiver.nack` to have it delivered again). :func:`rdss.gateway.listen.listen` is
 the Event-Driven Consumer on top of it: it calls a handler for each message and acks when the
-handler returns, nacks when it raises. (:mod:`rdss.gateway.amgi` serves an AMGI application the
-same way.)
+handler returns, nacks when it raises (:mod:`rdss.gateway.amgi` serves AMGI apps the same way).
 
 Between the channel and the application, in order:
 
@@ -33,8 +32,8 @@ Between the channel and the application, in order:
 After delivery the application acknowledges, nacks (a failed attempt: the message comes again;
 after ``max_attempts`` it is poison and moved to ``error`` with GENERR009, the count kept with the
 group's state so that a restart goes on counting) or rejects it with a code of its own
-(:meth:`Received.reject`: moved to that code's channel). Either way nothing blocks the partition
-for ever and nothing is dropped.
+(:meth:`Received.reject`: moved to that code's channel). A record whose receiving raises is
+counted and moved the same way, the records behind it delivered. Nothing blocks a partition.
 
 Acknowledging records RECEIVED (durable at once) and settles the message's records; positions
 are checkpointed before each poll and every ``commit_interval`` seconds - after the application
@@ -48,23 +47,20 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
-
-import orjson
 
 from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
+from rdss.gateway.holding import Held, SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.logs import message_fields
 from rdss.rejection import Rejector, moved_key
 from rdss.repository.entries import RECEIVED, Entry, Repository
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler, SequenceError, stale
-from rdss.validation import Verdict, validate, validate_message
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler
+from rdss.validation import validate
 
 _log = logging.getLogger(__name__)
 
@@ -76,14 +72,7 @@ MAX_ATTEMPTS = 5
 _UNLIMITED = Rejector()
 
 
-@dataclass
-class _Held:
-    """Parts of one sequence waiting for the rest: position -> (delivery, header)."""
-
-    parts: dict[int, tuple[Delivery, Mapping[str, Any]]] = field(default_factory=dict)
-
-
-class Receiver:
+class Receiver(SequenceHolding):
     """A transactional Polling Consumer of one channel (see the module docstring)."""
 
     def __init__(
@@ -132,7 +121,7 @@ class Receiver:
         self.stats = ReceiveStats()
         self._ready: deque[Received] = deque()
         self._reassembler = Reassembler(clock=clock)
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, Held] = {}
         self._order: dict[str, int] = {}  # delivery id -> arrival order, for rewinds
         self._counter = itertools.count()
         self._in_flight: set[str] = set()
@@ -220,7 +209,7 @@ class Receiver:
         Returns:
             The failed attempts so far (0 when not counted); ``>= max_attempts``: moved.
         """
-        attempts = self._count_failure(received) if count and self.max_attempts is not None else 0
+        attempts = self._count_failure(received.deliveries[0]) if count and self.max_attempts is not None else 0
         if self.max_attempts is not None and attempts >= self.max_attempts:
             description = f"gave up after {attempts} failed attempts: {describe_failure(reason)}"
             _log.error("%s: %s: %s %s", self.channel, received.message_id, ErrorCode.GENERR009, description)
@@ -247,13 +236,13 @@ class Receiver:
         else:
             self._rewind(received)
 
-    def _count_failure(self, received: Received) -> int:
+    def _count_failure(self, delivery: Delivery) -> int:
         try:
-            return self.consumer.record_failure(received.deliveries[0])
+            return self.consumer.record_failure(delivery)
         except TransportError:
             raise
         except Exception as error:  # the count could not be kept: keep trying rather than give up early
-            _log.warning("%s: could not count a failed attempt at %s: %s", self.channel, received.message_id, error)
+            _log.warning("%s: could not count a failed attempt at %s: %s", self.channel, delivery.id, error)
             return 0
 
     def _move_message(self, received: Received, code: ErrorCode, description: str) -> bool:
@@ -317,100 +306,92 @@ class Receiver:
     def _classify(self, deliveries: list[Delivery]) -> None:
         now = self.now()
         self.stats.records += len(deliveries)
-        verdicts = [validate(d.payload, now=now) for d in deliveries]
-        ids = [
-            str(v.header["messageId"])
-            for v in verdicts
-            if v.header is not None and (v.valid or v.error_code is ErrorCode.GENERR003)
-        ]
-        statuses = self.repository.statuses(ids) if ids else {}
+        try:
+            verdicts = [validate(d.payload, now=now) for d in deliveries]
+            ids = [
+                str(v.header["messageId"])
+                for v in verdicts
+                if v.header is not None and (v.valid or v.error_code is ErrorCode.GENERR003)
+            ]
+            statuses = self.repository.statuses(ids) if ids else {}
+        except Exception:  # the repository (or worse) failed for the whole read: read it again
+            self.consumer.redeliver(deliveries)
+            raise
         skipped: list[Delivery] = []
         moving: list[tuple[Delivery, ErrorCode, str]] = []
+        retried: dict[str, list[Delivery]] = {}  # partition -> a failed record and those after it
         for delivery, verdict in zip(deliveries, verdicts, strict=True):
+            if delivery.partition in retried:  # behind a failed record: read again after it
+                retried[delivery.partition].append(delivery)
+                continue
             self._order[delivery.id] = next(self._counter)
-            if verdict.error_code is ErrorCode.GENERR003:
-                self.stats.expired += 1
-                moving.append((delivery, ErrorCode.GENERR003, verdict.error_description or ""))
-                continue
-            if not verdict.valid or verdict.message is None:
-                assert verdict.error_code is not None
-                self.stats.invalid += 1
-                if self.move_invalid:  # the spec: moved to the Invalid (or Error) Message Queue
-                    moving.append((delivery, verdict.error_code, verdict.error_description or ""))
-                else:
-                    _log.warning(
-                        "%s: record %s not delivered (the broker moves it): %s %s",
-                        self.channel,
-                        delivery.id,
-                        verdict.error_code,
-                        verdict.error_description,
-                        extra=message_fields(verdict.header or {}, self.channel, errorCode=verdict.error_code),
-                    )
+            try:
+                if verdict.error_code is ErrorCode.GENERR003:
+                    self.stats.expired += 1
+                    moving.append((delivery, ErrorCode.GENERR003, verdict.error_description or ""))
+                    continue
+                if not verdict.valid or verdict.message is None:
+                    assert verdict.error_code is not None
+                    self.stats.invalid += 1
+                    if self.move_invalid:  # the spec: moved to the Invalid (or Error) Message Queue
+                        moving.append((delivery, verdict.error_code, verdict.error_description or ""))
+                    else:
+                        _log.warning(
+                            "%s: record %s not delivered (the broker moves it): %s %s",
+                            self.channel,
+                            delivery.id,
+                            verdict.error_code,
+                            verdict.error_description,
+                            extra=message_fields(verdict.header or {}, self.channel, errorCode=verdict.error_code),
+                        )
+                        skipped.append(delivery)
+                    continue
+                header = verdict.message["messageHeader"]
+                message_id = str(header["messageId"])
+                status = statuses.get(message_id)
+                if status is not None and status != RECEIVED:
+                    self.stats.own += 1  # TO_SEND / SENT: this application's own message, come back
                     skipped.append(delivery)
-                continue
-            header = verdict.message["messageHeader"]
-            message_id = str(header["messageId"])
-            status = statuses.get(message_id)
-            if status is not None and status != RECEIVED:
-                self.stats.own += 1  # TO_SEND / SENT: this application's own message, come back
-                skipped.append(delivery)
-                continue
-            if status == RECEIVED or message_id in self._recent or message_id in self._in_flight:
-                self.stats.duplicates += 1
-                skipped.append(delivery)
-                continue
-            if verdict.is_part:
-                skipped.extend(self._hold(delivery, verdict, now))
-            else:
-                self._in_flight.add(message_id)
-                self._offer(Received(verdict.message, delivery.payload, self.channel, (delivery,), (header,), self))
+                    continue
+                if status == RECEIVED or message_id in self._recent or message_id in self._in_flight:
+                    self.stats.duplicates += 1
+                    skipped.append(delivery)
+                    continue
+                if verdict.is_part:
+                    skipped.extend(self._hold(delivery, verdict, now))
+                else:
+                    self._in_flight.add(message_id)
+                    self._offer(Received(verdict.message, delivery.payload, self.channel, (delivery,), (header,), self))
+            except TransportError:
+                raise
+            except Exception as error:  # this record's failure, not its partition's
+                if verdict.header is not None:  # not in flight: it comes again, or is moved
+                    self._forget(str(verdict.header.get("messageId")))
+                if not self._failed(delivery, error):
+                    retried[delivery.partition] = [delivery]
         self.consumer.settle(skipped)
         for delivery in skipped:
             self._order.pop(delivery.id, None)
         self._move(moving)
+        for again in retried.values():
+            self.stats.redelivered += 1
+            for delivery in again:
+                self._order.pop(delivery.id, None)
+            self.consumer.redeliver(again)
 
-    def _hold(self, delivery: Delivery, verdict: Verdict, now: datetime) -> list[Delivery]:
-        """Hold one part; deliver its sequence when complete. Returns deliveries to settle."""
-        assert verdict.message is not None
-        header = verdict.message["messageHeader"]
-        sequence = header["messageSequence"]
-        held = self._held.setdefault(sequence["sequence"], _Held())
-        if sequence["position"] in held.parts:  # the same part again (another messageId)
-            self.stats.duplicates += 1
-            return [delivery]
-        held.parts[sequence["position"]] = (delivery, header)
-        self._in_flight.add(str(header["messageId"]))
-        try:
-            whole = self._reassembler.add(verdict.message)
-        except SequenceError as error:  # parts that do not join: the sequencer's GENERR001
-            parts = self._release(sequence["sequence"])
-            self.stats.invalid += len(parts)
-            self._move([(d, ErrorCode.GENERR001, f"sequence {sequence['sequence']}: {error}") for d in parts])
-            return []
-        if whole is None:
-            return []
-        del self._held[sequence["sequence"]]
-        ordered = [held.parts[position] for position in sorted(held.parts)]
-        check = validate_message(whole, now=now)
-        if not check.valid:  # every part goes, decorated with the whole message's code
-            assert check.error_code is not None
-            for _, part in ordered:
-                self._forget(str(part["messageId"]))
-            why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
-            self.stats.invalid += len(ordered)
-            self._move([(d, check.error_code, why) for d, _ in ordered])
-            return []
-        self._offer(
-            Received(
-                whole,
-                orjson.dumps(whole),
-                self.channel,
-                tuple(d for d, _ in ordered),
-                tuple(h for _, h in ordered),
-                self,
-            )
-        )
-        return []
+    def _failed(self, delivery: Delivery, error: Exception) -> bool:
+        """Receiving one record raised: a failed attempt. True: moved to ``error`` (GENERR009) as
+        its attempts are used up; False: read again, with the records after it on its partition."""
+        _log.error("%s: receiving record %s failed", self.channel, delivery.id, exc_info=error)
+        self._drop_after(delivery.partition, self._order.get(delivery.id, -1))
+        attempts = self._count_failure(delivery)
+        if attempts < (self.max_attempts or MAX_ATTEMPTS):
+            return False
+        why = f"gave up after {attempts} failed attempts at receiving it: {describe_failure(error)}"
+        if self._move([(delivery, ErrorCode.GENERR009, why)]):
+            return False  # could not be moved: read again, never lost
+        self.stats.poison += 1
+        return True
 
     def _offer(self, received: Received) -> None:
         if self.selector is not None and not self.selector(received.header):
@@ -436,7 +417,7 @@ class Receiver:
                 before = self.throttle.waited
                 self.throttle.wait()
                 self.stats.throttled_seconds += self.throttle.waited - before
-            if _expired(received.header, self.now()):  # delivery is attempted now, not at read time
+            if timestamps.expired(received.header, self.now()):  # delivery is attempted now, not at read time
                 for header in received.parts:
                     self._forget(str(header["messageId"]))
                 self.stats.expired += len(received.deliveries)
@@ -447,65 +428,7 @@ class Receiver:
             return received
         return None
 
-    # -- rewinds, timeouts, the error channel --------------------------------------------------
-    def _drop_after(self, partition: str, first: int) -> list[Delivery]:
-        """Forget what was read from ``partition`` at or after arrival ``first``; return it."""
-        dropped: list[Delivery] = []
-        keep: deque[Received] = deque()
-        for received in self._ready:
-            if any(d.partition == partition and self._order.get(d.id, -1) >= first for d in received.deliveries):
-                dropped.extend(received.deliveries)
-                for header in received.parts:
-                    self._forget(str(header["messageId"]))
-            else:
-                keep.append(received)
-        self._ready = keep
-        for sequence, held in list(self._held.items()):
-            later = {
-                p for p, (d, _) in held.parts.items() if d.partition == partition and self._order.get(d.id, -1) >= first
-            }
-            if not later:
-                continue
-            parts = self._reassembler.discard(sequence)
-            for position in later:
-                delivery, header = held.parts.pop(position)
-                dropped.append(delivery)
-                self._forget(str(header["messageId"]))
-            for part in parts:
-                if part["messageHeader"]["messageSequence"]["position"] not in later:
-                    self._reassembler.add(part)
-            if not held.parts:
-                del self._held[sequence]
-        return dropped
-
-    def _release(self, sequence: str) -> list[Delivery]:
-        """Forget a held sequence entirely; return its deliveries."""
-        self._reassembler.discard(sequence)
-        held = self._held.pop(sequence, _Held())
-        for _, header in held.parts.values():
-            self._forget(str(header["messageId"]))
-        return [d for d, _ in held.parts.values()]
-
-    def _time_out_sequences(self) -> None:
-        now = self.now()
-        for incomplete in self._reassembler.incomplete():
-            header = incomplete.parts[0]["messageHeader"]
-            verdict = stale(
-                incomplete.sequence,
-                len(incomplete.positions),
-                incomplete.total,
-                expires_at=_expires_at(header),
-                waited=self.clock() - incomplete.first_seen,
-                now=now.timestamp(),
-                timeout=self.sequence_timeout,
-            )
-            if verdict is None:
-                continue
-            code, why = verdict
-            parts = self._release(incomplete.sequence)
-            self.stats.expired += len(parts)
-            self._move([(d, code, why) for d in parts])
-
+    # -- the invalid and error channels --------------------------------------------------------
     def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
         """Move records, decorated, to the channel of their code (the one reject path,
         :mod:`rdss.rejection`) - or, on a receiver of the invalid or error channel itself, log
@@ -569,19 +492,3 @@ class Receiver:
             self._recent[message_id] = None
             if len(self._recent) > _RECENT:
                 self._recent.popitem(last=False)
-
-
-def _expires_at(header: Mapping[str, Any]) -> float | None:
-    """The message's expirationTimestamp in epoch seconds (None: none, or unreadable)."""
-    stamp = (header.get("messageTimings") or {}).get("expirationTimestamp")
-    if not stamp:
-        return None
-    try:
-        return timestamps.parse(stamp).timestamp()
-    except ValueError:
-        return None
-
-
-def _expired(header: Mapping[str, Any], now: datetime) -> bool:
-    expires_at = _expires_at(header)
-    return expires_at is not None and expires_at <= now.timestamp()

@@ -35,6 +35,7 @@ from rdss.gateway.backend import (
     local_data_repository,
 )
 from rdss.gateway.checkpoints import MemoryLeaseStore
+from rdss.gateway.claims import MemoryClaims
 from rdss.gateway.inline_broker import INPUT, InlineBroker
 from rdss.gateway.leases import PartitionInfo
 from rdss.gateway.logs import LogTransport
@@ -124,6 +125,8 @@ class MemoryBus:
         self._channels: dict[str, MemoryChannel] = {}
         self._leases: dict[str, MemoryLeaseStore] = {}
         self._repositories: dict[str, MemoryRepository] = {}
+        #: The messageIds published to ``input`` and the message each named first.
+        self.claims = MemoryClaims()
         self._lock = threading.Lock()
 
     def channel(self, name: str) -> MemoryChannel:
@@ -227,7 +230,7 @@ class MemoryTransport(LogTransport):
     def __init__(self, memory: MemoryBus, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(settings, memory, clock=clock)
         self.bus = memory
-        self.inline = InlineBroker()
+        self.inline = InlineBroker(claims=memory.claims)
         memory.broker = self._broker
 
     def _broker(self, stream: str, key: str, payload: bytes) -> tuple[str, bytes] | None:

@@ -41,6 +41,7 @@ from rdss.errors import ErrorCode
 from rdss.gateway.backend import Outgoing, Transport
 from rdss.gateway.exceptions import ChannelMismatch, MessageRefused, Refusal, SendFailed, Undelivered
 from rdss.logs import message_fields
+from rdss.repository.conflicts import DIGEST_ATTRIBUTE, message_digest
 from rdss.repository.entries import SENT, TO_SEND, Entry, Repository
 from rdss.sequences import split
 from rdss.topology import RDSS
@@ -82,6 +83,9 @@ class _Prepared:
     #: (header, payload) per record to publish
     records: list[tuple[dict[str, Any], bytes]]
     key: str
+    #: per record: the digest telling a resend from another message under its id (the inline
+    #: broker's conflicts, rdss.repository.conflicts), so that it need not parse the payload again
+    digests: list[str]
 
 
 class Sender:
@@ -157,6 +161,12 @@ class Sender:
             return channel
         return str(entry)
 
+    def _digest(self, message: Mapping[str, Any]) -> str:
+        """The digest an inline broker tells conflicts by (rdss.repository.conflicts), computed
+        here where the message is parsed already; "" where no inline broker checks them."""
+        inline = getattr(self.transport, "inline", None)
+        return message_digest(message) if getattr(inline, "claims", None) is not None else ""
+
     def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:
         """Classify and split; raises :class:`MessageRefused` if any message is invalid, and
         :class:`ChannelMismatch` if one names a channel its content is not routed to where a
@@ -189,7 +199,7 @@ class Sender:
                 sequence = header["messageSequence"]["sequence"]
                 key = sequence if verdict.is_part else header["messageId"]
                 receipt = Receipt(header["messageId"], channel, (header["messageId"],), sequence)
-                prepared.append(_Prepared(receipt, [(header, payload)], key))
+                prepared.append(_Prepared(receipt, [(header, payload)], key, [self._digest(verdict.message)]))
                 continue
             parts = split(orjson.loads(payload), self.limit)
             sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
@@ -197,7 +207,7 @@ class Sender:
             receipt = Receipt(
                 header["messageId"], channel, tuple(part["messageHeader"]["messageId"] for part in parts), sequence
             )
-            prepared.append(_Prepared(receipt, records, sequence))
+            prepared.append(_Prepared(receipt, records, sequence, [self._digest(part) for part in parts]))
         if refusals:
             raise MessageRefused(refusals)
         return prepared
@@ -213,9 +223,9 @@ class Sender:
         """TO_SEND, publish, SENT for one window; returns True when retries ran out for any."""
         self.repository.record([Entry.of(header, TO_SEND) for item in window for header, _ in item.records])
         outgoing = [
-            Outgoing(channel, payload, item.key, {**_routing_headers(header), **extra})
+            Outgoing(channel, payload, item.key, {**_routing_headers(header), **_digest_header(digest), **extra})
             for item in window
-            for header, payload in item.records
+            for (header, payload), digest in zip(item.records, item.digests, strict=True)
         ]
         outcomes = self.transport.publish(outgoing)
         logging_sent = _log.isEnabledFor(logging.INFO)
@@ -287,6 +297,10 @@ def carried_headers(auth_token: str | None, context: Mapping[str, Any] | None) -
             raise TypeError(f"context must be a JSON object, not {type(context).__name__}")
         headers["messageContext"] = orjson.dumps(dict(context)).decode()
     return headers
+
+
+def _digest_header(digest: str) -> dict[str, str]:
+    return {DIGEST_ATTRIBUTE: digest} if digest else {}
 
 
 def _routing_headers(header: Mapping[str, Any]) -> dict[str, str]:

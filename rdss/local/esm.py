@@ -4,8 +4,10 @@ For each shard of a stream, in order: read a batch (up to ``batch_size`` records
 to ``batching_window`` seconds for a full one), invoke the handler with a real Kinesis event,
 and act on the answer the way Lambda does:
 
-* ``batchItemFailures`` empty: checkpoint after the batch;
-* some failures: checkpoint before the earliest failed record and retry from it;
+* ``batchItemFailures`` absent or empty: checkpoint after the batch;
+* some failures: checkpoint before the failed record with the lowest sequence number and retry
+  from it (the retry counts against ``max_retries``); an item without an ``itemIdentifier``, an
+  empty one, or one naming no record of the batch fails the whole batch (:func:`retry_from`);
 * the function raised: retry the batch, bisecting it first when ``bisect_on_error`` is set
   (halves do not count against the retry limit);
 * a batch failing more than ``max_retries`` times, or older than ``max_record_age``: Lambda's
@@ -91,6 +93,29 @@ def _arrival(record: dict[str, Any]) -> float | None:
     if isinstance(arrival, datetime):
         return arrival.astimezone(UTC).timestamp()
     return None if arrival is None else float(arrival)
+
+
+def retry_from(response: Any, batch: list[dict[str, Any]]) -> int | None:
+    """Lambda's reading of a function's partial batch response (ReportBatchItemFailures): None
+    for a complete success (no response, no ``batchItemFailures`` or an empty list), else the
+    index in ``batch`` to retry from - the record with the lowest sequence number among the
+    failures, or 0 (the whole batch: a complete failure) when an item's ``itemIdentifier`` is
+    missing, empty or names no record of the batch."""
+    if not isinstance(response, dict):
+        return None
+    failures = response.get("batchItemFailures")
+    if not failures:
+        return None
+    if not isinstance(failures, list):
+        return 0
+    positions = {record["SequenceNumber"]: index for index, record in enumerate(batch)}
+    found: list[int] = []
+    for failure in failures:
+        identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+        if not isinstance(identifier, str) or identifier not in positions:
+            return 0
+        found.append(positions[identifier])
+    return min(found, key=lambda index: int(batch[index]["SequenceNumber"]))
 
 
 @dataclass
@@ -224,11 +249,10 @@ class EventSourceMapping:
                 self.stats.retries += 1
                 queue.insert(0, (batch, attempts + 1))
                 continue
-            failures = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
-            if not failures:
+            index = retry_from(response, batch)
+            if index is None:
                 self.checkpoints[shard] = batch[-1]["SequenceNumber"]
                 continue
-            index = next(i for i, r in enumerate(batch) if r["SequenceNumber"] in failures)
             if index > 0:
                 self.checkpoints[shard] = batch[index - 1]["SequenceNumber"]
             remainder = batch[index:]

@@ -12,6 +12,8 @@ Key forms, all in the key attribute the topology declares for the ``messages`` t
 ``<messageId>``             the broker's claim of a valid message (de-duplication)
 ``record#<shard>/<seq>``    the broker's claim of an invalid record (its id is untrusted)
 ``ledger#<uuid>``           a broker batch's ledger: the records whose outputs were sent
+``attempts#<shard>/<seq>``  a processor's failed attempts at one record (:mod:`rdss.attempts`)
+``conflict#<shard>/<seq>``  a record reusing a claimed messageId with a different body
 ``gateway:<app>:<id>``      an application's entry in a DynamoDB store a gateway uses
 ==========================  ========================================================
 
@@ -39,12 +41,18 @@ RETENTION_SECONDS = 8 * 24 * 3600
 
 _LEDGER = "ledger#"
 _RECORD = "record#"
+_ATTEMPTS = "attempts#"
 
 
 def record_key(record: str) -> str:
     """The key under which the broker claims one stream record (``record#<shard>/<seq>``),
     given its :func:`record_id`."""
     return f"{_RECORD}{record}"
+
+
+def attempts_key(record: str) -> str:
+    """The key counting a processor's failed attempts at one record (``attempts#<shard>/<seq>``)."""
+    return f"{_ATTEMPTS}{record}"
 
 
 def record_id(shard: str, sequence_number: str) -> str:

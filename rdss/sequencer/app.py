@@ -11,6 +11,10 @@ reassembled and validated:
 
 Consumers therefore never see an incomplete or invalid sequence. Sequences that never
 complete are moved to the error channel by :class:`rdss.sequencer.sweep.Sweep`.
+
+A part the sequencer fails on (S3 or DynamoDB trouble, or a bug) is nacked with every part after
+it on the shard; a failure that is not the infrastructure's counts an attempt, and once they are
+used up the part is moved to ``error`` with GENERR009 (:meth:`Processor.failed_attempt`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from rdss.errors import ErrorCode
 from rdss.logs import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
+from rdss.repository.entries import record_id
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
 from rdss.sequences import SequenceError, join
 from rdss.topology import Resolved
@@ -37,6 +42,9 @@ from rdss.validation import validate_message
 class _Part:
     id: str
     payload: bytes
+    #: The stream record's identity (``<shard>/<sequence number>``) and partition key.
+    record: str = ""
+    partition_key: str = ""
     sequence: str = ""
     position: int = 0
     total: int = 0
@@ -44,6 +52,16 @@ class _Part:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     #: Set on the part that completed its sequence: the staged positions to clear once sent.
     completes: frozenset[int] | None = None
+
+
+def _part(event: dict[str, Any]) -> _Part:
+    binding = event.get("bindings", {}).get("kinesis", {})
+    return _Part(
+        event["id"],
+        event.get("payload") or b"",
+        record=record_id(binding.get("shard_id", ""), event["id"]),
+        partition_key=str(binding.get("partition_key") or event["id"]),
+    )
 
 
 class Sequencer(Processor):
@@ -59,14 +77,24 @@ class Sequencer(Processor):
 
     @tracer.capture_method
     async def handle_batch(self, scope: Any, receive: Receive, send: Send) -> None:
-        parts = [_Part(event["id"], event.get("payload") or b"") for event in await receive_batch(receive)]
+        parts = [_part(event) for event in await receive_batch(receive)]
         tally = Tally()
-        for part in parts:
+        for index, part in enumerate(parts):
             try:
                 self._take(part, tally)
-            except Exception as error:  # S3 or DynamoDB trouble: this part is retried
-                logger.exception("could not stage a part", extra={"sequence": part.sequence})
-                part.failure = f"{type(error).__name__}: {error}"
+            except Exception as error:  # S3 or DynamoDB trouble, or a bug for this part
+                part.outputs = []
+                settled = self.failed_attempt(part.record, part.payload, part.partition_key, error)
+                if settled.move is not None:  # its attempts are used up: moved (GENERR009)
+                    part.outputs = [settled.move]
+                    part.completes = None
+                    tally.add("outcome", "poison")
+                    continue
+                # retried from this part: the ones after it on the shard wait (in order)
+                part.failure = settled.reason
+                for later in parts[index + 1 :]:
+                    later.failure = f"held back: record {part.record} before it on the shard failed; retried after it"
+                break
         for part, failure in await deliver(scope, send, parts, lambda part: part.outputs):
             part.failure = f"output not delivered ({failure})"
         for part in parts:
@@ -91,7 +119,7 @@ class Sequencer(Processor):
             part.total,
             message_type=header["messageType"],
             message_class=header["messageClass"],
-            message_expires_at=timestamps.parse(expiration).timestamp() if expiration else None,
+            message_expires_at=timestamps.epoch_microseconds(expiration) / 1e6 if expiration else None,
         )
         if progress is None or progress.status != PENDING:
             status = progress.status if progress else "unknown"
@@ -124,7 +152,7 @@ class Sequencer(Processor):
         try:
             whole = join(parts)
         except SequenceError as error:
-            self._reject(last, staged, ErrorCode.GENERR001, f"sequence {last.sequence}: {error}")
+            self._reject(last, staged, error.error_code, f"sequence {last.sequence}: {error}")
             last.completes = positions
             tally.add("outcome", "sequence-invalid")
             return

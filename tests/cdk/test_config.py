@@ -49,6 +49,17 @@ def test_unknown_environment_and_settings_are_errors() -> None:
         load(broken, "dev", environ={})
 
 
+def test_record_attempts_are_set_per_environment_within_the_mappings_retries() -> None:
+    context = copy.deepcopy(RDSS_CONTEXT)
+    assert load(context, "dev", environ={}).event_source.record_attempts == 3  # the default
+    context["environments"]["prod"]["event_source"]["record_attempts"] = 5
+    assert load(context, "prod", environ={}).event_source.record_attempts == 5
+    # dev retries a batch twice: a record failing every time would be parked after 3 attempts
+    context["environments"]["dev"]["event_source"]["record_attempts"] = 4
+    with pytest.raises(ConfigError, match="record_attempts"):
+        load(context, "dev", environ={})
+
+
 def test_custom_resources_off_keeps_dev_buckets_for_whoever_deletes_the_stack() -> None:
     # dev empties its buckets on deletion through a Lambda-backed custom resource, unless the
     # CloudFormation deploying it cannot run functions (-c custom_resources=false: LocalStack here)

@@ -95,6 +95,7 @@ def test_each_processor_function_runs_its_handler_on_python_312_arm64(
             assert environment[name] == value, name
     assert environment["POWERTOOLS_SERVICE_NAME"] == processor.name
     assert environment["RDSS_SEQUENCE_TIMEOUT_SECONDS"] == str(synthesized.config.sequence_timeout_seconds)
+    assert environment["RDSS_RECORD_ATTEMPTS"] == str(synthesized.config.event_source.record_attempts)
 
 
 def messaging_bucket_id(synthesized: Synthesized, name: str) -> str:

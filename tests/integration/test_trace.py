@@ -209,3 +209,26 @@ def test_nothing_found_exits_1(sent: Sent, capsys):
 def test_trace_reads_only_kinesis_deployments(capsys):
     assert main(["trace", str(uuid.uuid4()), "--url", "memory://x"]) == 2
     assert "reads a Kinesis deployment" in capsys.readouterr().err
+
+
+def test_a_sequence_by_the_id_the_sender_printed_and_by_its_sequence_id(sent: Sent, capsys):
+    """``rdss send`` of a large message prints "sent ID as N parts (sequence S)": ID never travels
+    (the parts carry ids of their own), yet a trace of either finds the parts and the whole."""
+    receipt = sent.sequence
+    assert receipt.message_id not in receipt.parts
+    for asked in (receipt.message_id, receipt.sequence):
+        found = trace_json(sent, capsys, asked)
+        assert found["messageId"] == asked
+        assert [r["outcome"] for r in found["records"]] == ["part", "part", "part"]
+        assert found["sequence"]["sequence"] == receipt.sequence
+        assert (found["sequence"]["status"], found["sequence"]["positionsSeen"]) == ("COMPLETE", [1, 2, 3])
+        whole = found["whole"]
+        assert (whole["channel"], whole["parts"], whole["valid"]) == ("metadata", 3, True)
+        assert whole["messageId"] == receipt.parts[0]  # as consumers receive it, reassembled
+        assert found["channels"] == {"input": 3, "sequence": 3, "metadata": 3}
+        code, out = trace(sent, capsys, asked)
+        assert code == 0
+        assert out.splitlines()[-1] == (
+            f"where it went: sequence {receipt.sequence}: released to metadata, "
+            f"reassembled as message {receipt.parts[0]} (valid)"
+        )

@@ -16,6 +16,7 @@ from rdss.cli import main
 from rdss.gateway import Gateway, select
 from rdss.gateway import memory as memory_backend
 from rdss.messages import reply
+from rdss.sequences import sequence_id
 from rdss.workload import Workload
 from tests.conftest import EXAMPLES
 
@@ -48,7 +49,8 @@ def test_send_prints_one_line_per_message_and_the_url_comes_from_the_environment
     lines = out.splitlines()
     assert lines[0].startswith(f"{create}: sent ")
     assert lines[0].endswith(" to metadata")
-    assert lines[1].endswith(" to metadata as 2 parts")
+    whole = orjson.loads(big.read_bytes())["messageHeader"]["messageId"]
+    assert lines[1].endswith(f"sent {whole} to metadata as 2 parts (sequence {sequence_id(whole)})")
     bus = memory_backend.bus(url.split("//")[1])
     sent = bus.payloads("metadata")[0]
     assert history.extends(create.read_bytes(), sent)  # byte for byte, plus the gateway's hop

@@ -16,6 +16,7 @@ import orjson
 import pika
 import pika.exceptions
 
+from rdss.errors import ErrorCode
 from rdss.gateway.amqp import mosaic
 from rdss.gateway.amqp.naming import (
     H_ATTEMPTS,
@@ -28,9 +29,11 @@ from rdss.gateway.amqp.naming import (
     H_REASON,
     QUEUE_CHANNELS,
 )
-from rdss.gateway.amqp.options import Tier
+from rdss.gateway.amqp.options import tier_for
 from rdss.gateway.amqp.publisher import Publish
 from rdss.gateway.backend import Delivery, TransportError
+from rdss.gateway.consumer import MAX_ATTEMPTS
+from rdss.gateway.received import describe_failure
 from rdss.rejection import Rejection, moved_key
 from rdss.retry import PATIENT
 
@@ -352,72 +355,90 @@ class AmqpConsumer:
         self._incoming.clear()
         if not batch:
             return
-        options = self.transport.options
         redelivered = [raw for raw in batch if raw.redelivered and not self.broker_counts]
         counter = self.transport.counter
         counts = counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
         dead: list[tuple[_Raw, str]] = []
         moved: list[tuple[_Raw, Rejection]] = []
         for raw in batch:
-            headers = raw.properties.headers or {}
-            if self.broker_counts:  # the broker's count, less the returns this process caused
-                returns = int(headers.get(H_DELIVERY_COUNT) or 0)
-                forgiven = counter.count(_counter_key(raw)) + self._in_transit_returns()
-                count = max(0, returns - forgiven) if returns else 0
-            else:
-                count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
-            raw.redeliveries = count
-            if count > options.redelivery_limit:
-                dead.append(
-                    (raw, f"redeliveries-exceeded: redelivered {count} times, limit {options.redelivery_limit}")
-                )
-                continue
-            payload, carried = _unwrap(raw)
-            if self.classify:
-                rejection = self.transport.inline.screen(payload)
-                if rejection is not None:
-                    moved.append((raw, rejection))
-                    _log.warning(
-                        "%s: %s moved to %s: %s %s",
-                        self.channel,
-                        raw.queue,
-                        rejection.channel,
-                        rejection.code,
-                        rejection.description,
-                    )
-                    continue
-            position = f"{self._epoch}.{raw.tag}"
-            self._handed[position] = raw
-            if raw.redelivered:
-                self._counted[position] = _counter_key(raw)
-            attributes: dict[str, Any] = {
-                "redelivered": raw.redelivered,
-                "redeliveries": count,
-                "attempts": raw.attempts,
-                "exchange": raw.exchange,
-                "routing_key": raw.routing_key,
-                #: the AMQP headers: for a dead letter, x-rdss-dead-reason and x-rdss-queue say why and whence
-                "headers": dead_letter_reason(headers),
-            }
-            if carried is None:
-                carried = _carried_in_headers(headers)
-            if carried is not None:
-                attributes["auth_token"] = carried.auth_token
-                attributes["message_context"] = dict(carried.context)
-            key = headers.get(H_KEY)
-            self._ready.append(
-                Delivery(
-                    self.channel,
-                    raw.queue,
-                    position,
-                    payload,
-                    key.decode() if isinstance(key, bytes) else key,
-                    float(raw.properties.timestamp) if raw.properties.timestamp else None,
-                    attributes,
-                )
-            )
+            try:
+                self._convert_one(raw, counts, dead, moved)
+            except Exception as error:  # this message's failure: it must not stall the queue
+                self._failed(raw, error, moved)
         self._dead_letter(dead)
         self._move(moved)
+
+    def _failed(self, raw: _Raw, error: Exception, moved: list[tuple[_Raw, Rejection]]) -> None:
+        """Receiving one message raised: retried through the delay tiers (``x-rdss-attempts``); at
+        ``MAX_ATTEMPTS`` moved to ``error``, GENERR009 naming the exception."""
+        attempts = raw.attempts + 1
+        _log.error("%s: receiving from %s failed (attempt %d)", self.channel, raw.queue, attempts, exc_info=error)
+        why = f"gave up after {attempts} failed attempts at receiving it: {describe_failure(error)}"
+        if attempts >= MAX_ATTEMPTS:
+            moved.append((raw, self.transport.inline.rejector.reject(raw.body, ErrorCode.GENERR009, why)))
+        else:
+            self._retry_raw(raw, attempts)
+
+    def _convert_one(
+        self, raw: _Raw, counts: Mapping[str, int], dead: list[tuple[_Raw, str]], moved: list[tuple[_Raw, Rejection]]
+    ) -> None:
+        """One message: dead-lettered, moved (the classifier refused it) or queued to hand out."""
+        headers = raw.properties.headers or {}
+        if self.broker_counts:  # the broker's count, less the returns this process caused
+            returns = int(headers.get(H_DELIVERY_COUNT) or 0)
+            forgiven = self.transport.counter.count(_counter_key(raw)) + self._in_transit_returns()
+            count = max(0, returns - forgiven) if returns else 0
+        else:
+            count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
+        raw.redeliveries = count
+        limit = self.transport.options.redelivery_limit
+        if count > limit:
+            dead.append((raw, f"redeliveries-exceeded: redelivered {count} times, limit {limit}"))
+            return
+        payload, carried = _unwrap(raw)
+        if self.classify:
+            rejection = self.transport.inline.screen(payload)
+            if rejection is not None:
+                moved.append((raw, rejection))
+                _log.warning(
+                    "%s: %s moved to %s: %s %s",
+                    self.channel,
+                    raw.queue,
+                    rejection.channel,
+                    rejection.code,
+                    rejection.description,
+                )
+                return
+        position = f"{self._epoch}.{raw.tag}"
+        self._handed[position] = raw
+        if raw.redelivered:
+            self._counted[position] = _counter_key(raw)
+        attributes: dict[str, Any] = {
+            "redelivered": raw.redelivered,
+            "redeliveries": count,
+            "attempts": raw.attempts,
+            "exchange": raw.exchange,
+            "routing_key": raw.routing_key,
+            #: the AMQP headers: for a dead letter, x-rdss-dead-reason and x-rdss-queue say why and whence
+            "headers": dead_letter_reason(headers),
+        }
+        if carried is None:
+            carried = _carried_in_headers(headers)
+        if carried is not None:
+            attributes["auth_token"] = carried.auth_token
+            attributes["message_context"] = dict(carried.context)
+        key = headers.get(H_KEY)
+        self._ready.append(
+            Delivery(
+                self.channel,
+                raw.queue,
+                position,
+                payload,
+                key.decode() if isinstance(key, bytes) else key,
+                float(raw.properties.timestamp) if raw.properties.timestamp else None,
+                attributes,
+            )
+        )
 
     # -- retries, dead letters, invalid messages ------------------------------------------------
     def _retry(self, delivery: Delivery) -> None:
@@ -427,8 +448,11 @@ class AmqpConsumer:
             self.transport.counter.forget([key])
         if not self._current(delivery):
             return  # RabbitMQ put it back when the connection was lost
-        attempts = raw.attempts + 1
-        tier = _tier_for(self.transport.options.tiers, attempts)
+        self._retry_raw(raw, raw.attempts + 1)
+
+    def _retry_raw(self, raw: _Raw, attempts: int) -> None:
+        """Through the delay tier of retry number ``attempts``, or to ``dead_letter`` after them."""
+        tier = tier_for(self.transport.options.tiers, attempts)
         if tier is None:
             self._dead_letter([(raw, f"retries-exhausted: refused {attempts} times")])
             return
@@ -492,15 +516,6 @@ class AmqpConsumer:
 
 def _tag(position: str) -> int:
     return int(position.rpartition(".")[2])
-
-
-def _tier_for(tiers: Sequence[Tier], attempt: int) -> Tier | None:
-    """The tier of retry number ``attempt`` (1-based), or None when they are used up."""
-    for tier in tiers:
-        if attempt <= tier.attempts:
-            return tier
-        attempt -= tier.attempts
-    return None
 
 
 def _counter_key(raw: _Raw) -> str:

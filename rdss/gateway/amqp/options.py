@@ -4,6 +4,7 @@ redelivery limit, envelope, state file, prefetch and confirm timeout (see :mod:`
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -57,6 +58,15 @@ class Tier:
         cannot change once a queue exists."""
         millis = round(self.delay * 1000)
         return f"retry.{millis // 1000}s" if millis % 1000 == 0 else f"retry.{millis}ms"
+
+
+def tier_for(tiers: Sequence[Tier], attempt: int) -> Tier | None:
+    """The tier of retry number ``attempt`` (1-based), or None when they are used up."""
+    for tier in tiers:
+        if attempt <= tier.attempts:
+            return tier
+        attempt -= tier.attempts
+    return None
 
 
 def parse_tiers(text: str) -> tuple[Tier, ...]:

@@ -31,6 +31,7 @@ from rdss.gateway.amqp.options import WORD, Options
 from rdss.gateway.amqp.publisher import ConfirmingPublisher, Publish, Result
 from rdss.gateway.amqp.redeliveries import ForgivenReturns, RedeliveryCounter, SqliteRedeliveries
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, TransportError
+from rdss.gateway.claims import SqliteClaims
 from rdss.gateway.inline_broker import INPUT, InlineBroker
 
 _log = logging.getLogger(__name__)
@@ -61,8 +62,9 @@ class AmqpTransport:
         )
         self.publisher = ConfirmingPublisher(options.parameters, timeout=options.confirm_timeout)
         self.sleep: Callable[[float], None] = time.sleep
-        #: What the broker function does on Kinesis: routing by content, classifying.
-        self.inline = InlineBroker()
+        #: What the broker function does on Kinesis: routing by content, classifying, telling a
+        #: resend from a conflict (the messageIds published from this host, in the state file).
+        self.inline = InlineBroker(claims=SqliteClaims(options.state))
 
     # -- Transport ------------------------------------------------------------------------------
     def address(self, channel: str) -> str:

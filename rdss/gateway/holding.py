@@ -1,0 +1,153 @@
+"""Holding the parts of a sequence in a gateway receiver until the whole message can be delivered."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+import orjson
+
+from rdss import timestamps
+from rdss.errors import ErrorCode
+from rdss.gateway.backend import Delivery
+from rdss.gateway.received import Received, ReceiveStats
+from rdss.sequences import Reassembler, SequenceError, stale
+from rdss.validation import Verdict, validate_message
+
+if TYPE_CHECKING:
+    from rdss.gateway.consumer import Receiver
+
+
+@dataclass
+class Held:
+    """Parts of one sequence waiting for the rest: position -> (delivery, header)."""
+
+    parts: dict[int, tuple[Delivery, Mapping[str, Any]]] = field(default_factory=dict)
+
+
+class SequenceHolding:
+    """The part of :class:`rdss.gateway.consumer.Receiver` that holds the parts of sequences until
+    they are whole, forgets what it read after a rewound position, and moves sequences that
+    waited too long - as the sequencer and its sweep do in the deployed system."""
+
+    if TYPE_CHECKING:  # the Receiver's, which this class is part of
+        channel: str
+        stats: ReceiveStats
+        clock: Callable[[], float]
+        now: Callable[[], datetime]
+        sequence_timeout: float
+        _held: dict[str, Held]
+        _reassembler: Reassembler
+        _in_flight: set[str]
+        _order: dict[str, int]
+        _ready: deque[Received]
+
+        def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]: ...
+
+        def _forget(self, message_id: str, *, recent: bool = False) -> None: ...
+
+        def _offer(self, received: Received) -> None: ...
+
+    def _hold(self, delivery: Delivery, verdict: Verdict, now: datetime) -> list[Delivery]:
+        """Hold one part; deliver its sequence when complete. Returns deliveries to settle."""
+        assert verdict.message is not None
+        header = verdict.message["messageHeader"]
+        sequence = header["messageSequence"]
+        held = self._held.setdefault(sequence["sequence"], Held())
+        if sequence["position"] in held.parts:  # the same part again (another messageId)
+            self.stats.duplicates += 1
+            return [delivery]
+        held.parts[sequence["position"]] = (delivery, header)
+        self._in_flight.add(str(header["messageId"]))
+        try:
+            whole = self._reassembler.add(verdict.message)
+        except SequenceError as error:  # parts that do not join: the sequencer's code
+            parts = self._release(sequence["sequence"])
+            self.stats.invalid += len(parts)
+            self._move([(d, error.error_code, f"sequence {sequence['sequence']}: {error}") for d in parts])
+            return []
+        if whole is None:
+            return []
+        del self._held[sequence["sequence"]]
+        ordered = [held.parts[position] for position in sorted(held.parts)]
+        check = validate_message(whole, now=now)
+        if not check.valid:  # every part goes, decorated with the whole message's code
+            assert check.error_code is not None
+            for _, part in ordered:
+                self._forget(str(part["messageId"]))
+            why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
+            self.stats.invalid += len(ordered)
+            self._move([(d, check.error_code, why) for d, _ in ordered])
+            return []
+        self._offer(
+            Received(
+                whole,
+                orjson.dumps(whole),
+                self.channel,
+                tuple(d for d, _ in ordered),
+                tuple(h for _, h in ordered),
+                cast("Receiver", self),
+            )
+        )
+        return []
+
+    def _drop_after(self, partition: str, first: int) -> list[Delivery]:
+        """Forget what was read from ``partition`` at or after arrival ``first``; return it."""
+        dropped: list[Delivery] = []
+        keep: deque[Received] = deque()
+        for received in self._ready:
+            if any(d.partition == partition and self._order.get(d.id, -1) >= first for d in received.deliveries):
+                dropped.extend(received.deliveries)
+                for header in received.parts:
+                    self._forget(str(header["messageId"]))
+            else:
+                keep.append(received)
+        self._ready = keep
+        for sequence, held in list(self._held.items()):
+            later = {
+                p for p, (d, _) in held.parts.items() if d.partition == partition and self._order.get(d.id, -1) >= first
+            }
+            if not later:
+                continue
+            parts = self._reassembler.discard(sequence)
+            for position in later:
+                delivery, header = held.parts.pop(position)
+                dropped.append(delivery)
+                self._forget(str(header["messageId"]))
+            for part in parts:
+                if part["messageHeader"]["messageSequence"]["position"] not in later:
+                    self._reassembler.add(part)
+            if not held.parts:
+                del self._held[sequence]
+        return dropped
+
+    def _release(self, sequence: str) -> list[Delivery]:
+        """Forget a held sequence entirely; return its deliveries."""
+        self._reassembler.discard(sequence)
+        held = self._held.pop(sequence, Held())
+        for _, header in held.parts.values():
+            self._forget(str(header["messageId"]))
+        return [d for d, _ in held.parts.values()]
+
+    def _time_out_sequences(self) -> None:
+        now = self.now()
+        for incomplete in self._reassembler.incomplete():
+            header = incomplete.parts[0]["messageHeader"]
+            verdict = stale(
+                incomplete.sequence,
+                len(incomplete.positions),
+                incomplete.total,
+                expires_at=timestamps.expires_at(header),
+                waited=self.clock() - incomplete.first_seen,
+                now=now.timestamp(),
+                timeout=self.sequence_timeout,
+            )
+            if verdict is None:
+                continue
+            code, why = verdict
+            parts = self._release(incomplete.sequence)
+            self.stats.expired += len(parts)
+            self._move([(d, code, why) for d in parts])
