@@ -295,20 +295,36 @@ def _place_packages() -> None:
 
 
 def _lambda_runtimes() -> None:
-    """python3.12: pyenv's 3.12 in a venv with the runtime's packages; nodejs: npm's ric and SDK."""
+    """python3.12: pyenv's 3.12 in a venv with the runtime's packages; nodejs: npm's ric and SDK.
+    Each is redone only when its pins change (a stamp of its own: npm builds the ric's native
+    client, a couple of minutes)."""
     python = RUNTIMES / "python3.12"
-    if python.exists() and _version(python / "bin" / "python") != (3, 12):
-        shutil.rmtree(python)
-    if not python.exists():
+    pins = HERE / "runtimes" / "python3.12.txt"
+    if not _unchanged(python, pins):
+        if python.exists():
+            shutil.rmtree(python)
         _run(find_lambda_python(), "-m", "venv", python)
-    pip = (python / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "--quiet")
-    _run(*pip, "install", "--requirement", HERE / "runtimes" / "python3.12.txt")
+        pip = (python / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "--quiet")
+        _run(*pip, "install", "--requirement", pins)
+        _mark(python, pins)
     node = RUNTIMES / "nodejs"
-    node.mkdir(parents=True, exist_ok=True)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy2(HERE / "runtimes" / "nodejs" / name, node / name)
-    # aws-lambda-ric builds its native client (curl, aws-lambda-cpp) here: cmake, make and a C++ compiler
-    _run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", cwd=node)
+    lock = HERE / "runtimes" / "nodejs" / "package-lock.json"
+    if not _unchanged(node, lock):
+        node.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy2(HERE / "runtimes" / "nodejs" / name, node / name)
+        # aws-lambda-ric builds its native client (curl, aws-lambda-cpp): cmake, make, a C++ compiler
+        _run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", cwd=node)
+        _mark(node, lock)
+
+
+def _unchanged(directory: Path, pins: Path) -> bool:
+    stamp = directory / ".installed"
+    return stamp.is_file() and stamp.read_bytes() == hashlib.sha256(pins.read_bytes()).digest()
+
+
+def _mark(directory: Path, pins: Path) -> None:
+    (directory / ".installed").write_bytes(hashlib.sha256(pins.read_bytes()).digest())
 
 
 def _register_plugins() -> None:
