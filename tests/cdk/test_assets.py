@@ -39,10 +39,11 @@ def test_asset_leaves_the_runtime_s_sdk_out_and_stays_small(dev: Synthesized, pr
     # what Lambda's Python runtime provides is not shipped again (stacks.bundling.RUNTIME_PROVIDED)
     for module in ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six.py", "urllib3"):
         assert not (root / module).exists(), module
-    # Powertools only as far as the handler's code imports it: no event handlers, no utilities but typing
+    # Powertools only as far as the handler's code imports it: no idempotency, parser, batch...
     powertools = root / "aws_lambda_powertools"
     assert (powertools / "logging" / "logger.py").is_file()
-    assert not (powertools / "event_handler").exists()
+    for unused in ("idempotency", "parser", "batch", "parameters", "feature_flags"):
+        assert not (powertools / "utilities" / unused).exists(), unused
     assert lambda_python.zipped_size(root) <= 8_000_000
 
 
