@@ -203,8 +203,12 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
         warnings.warn("deployed functions:\n  " + "\n  ".join(summary), stacklevel=1)
     # the auto-delete provider emptied the buckets when the stack was deleted, so they could go
     assert not [b for b in buckets if b in {x["Name"] for x in s3.list_buckets()["Buckets"]}]
-    deletes = FunctionLog.read(endpoint.client("logs"), provider[0]).containing('"Delete"')
-    assert len(deletes) >= custom_resources, "the auto-delete provider did not run on delete"
+    # (LocalStack writes a function's log a moment after the invocation's result)
+    wait_for(
+        "the auto-delete provider's Delete of every custom resource",
+        lambda: len(FunctionLog.read(endpoint.client("logs"), provider[0]).containing('"Delete"')) >= custom_resources,
+        timeout=60,
+    )
     assert not problems, problems
 
 
