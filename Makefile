@@ -63,6 +63,9 @@ lock: $(STAMP)
 	@# LocalStack's own venv (make localstack): Python 3.13 on this machine's platform, a lock of its own
 	$(BIN)/uv pip compile --quiet --no-emit-index-url --custom-compile-command "make lock" --python-version 3.13 \
 	  --python-platform x86_64-unknown-linux-gnu tests/support/localstack/requirements.in -o tests/support/localstack/requirements.txt
+	@# Lambda's python3.12 runtime as LocalStack's process executor runs it: boto3 held to the lock's pin
+	$(BIN)/uv pip compile --quiet --no-emit-index-url --custom-compile-command "make lock" -c requirements.lock --python-version 3.12 \
+	  --python-platform x86_64-unknown-linux-gnu tests/support/localstack/runtimes/python3.12.in -o tests/support/localstack/runtimes/python3.12.txt
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -105,6 +108,8 @@ demo: setup
 
 # LocalStack community in host mode, set up under .localstack/ from PyPI, npm and Debian alone
 # (tests/support/localstack/install.py): needs a Python >= 3.13 (pyenv's) and says so if none.
+# Its Lambda runs functions as local processes (a plugin of ours): Python 3.12 (pyenv's) with
+# awslambdaric, and Node with aws-lambda-ric, whose native client npm builds (cmake, make, g++).
 localstack: $(STAMP)
 	$(BIN)/python -m tests.support.localstack install
 

@@ -8,6 +8,7 @@ another attempt is :mod:`rdss.awserrors`.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import boto3
@@ -41,6 +42,37 @@ def client(service: str, session: boto3.Session | None = None, **kwargs: Any) ->
     except ValueError as error:  # botocore's "Invalid endpoint: garbage", from the environment
         named = kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or "the endpoint"
         raise ClientConfigurationError(problem=f"cannot use {named} for {service}: {error}") from None
+
+
+class LazyClient:
+    """A :func:`client` made on its first use, not when the code that holds it is built.
+
+    The processors are built when their Lambda handler is imported: making three clients there
+    (each loading its service model and botocore's client machinery) would be paid in every cold
+    start's init, before the function knows it has work. Attributes are the client's.
+    """
+
+    def __init__(self, service: str, **kwargs: Any) -> None:
+        self._service = service
+        self._kwargs = kwargs
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = client(self._service, **self._kwargs)
+        return getattr(self._client, name)
+
+    def __repr__(self) -> str:
+        state = "made" if self._client is not None else "not made yet"
+        return f"<LazyClient {self._service} ({state})>"
+
+
+def lazy_client(service: str, **kwargs: Any) -> Any:
+    """:func:`client`, made on first use (:class:`LazyClient`)."""
+    return LazyClient(service, **kwargs)
 
 
 def assumed_session(

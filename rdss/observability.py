@@ -8,10 +8,14 @@ can be silenced with ``POWERTOOLS_METRICS_DISABLED=true``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
+import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -27,9 +31,71 @@ NAMESPACE = "RDSS"
 #: capture every ``rdss.*`` module's lines.)
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "rdss-processors"
 
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+class LazyTracer:
+    """Powertools' :class:`Tracer`, made when a traced call first runs.
+
+    Making a Tracer loads the X-Ray SDK, and its auto-patching (every library the SDK supports,
+    the AWS SDK among them) loads botocore's client machinery: in a Lambda handler that is
+    imported while its cold start is timed, before the function knows it has work. Here the
+    decorators are applied at import as before, and the tracer is made and the same libraries
+    patched by the first call through one of them. Other attributes are the Tracer's.
+    """
+
+    def __init__(self, service: str) -> None:
+        self._service = service
+        self._tracer: Tracer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def tracer(self) -> Tracer:
+        if self._tracer is None:
+            with self._lock:
+                if self._tracer is None:
+                    tracer = Tracer(service=self._service, auto_patch=False)
+                    tracer.patch()  # what auto_patch does: every module the X-Ray SDK supports
+                    self._tracer = tracer
+        return self._tracer
+
+    def capture_lambda_handler(self, handler: _Function) -> _Function:
+        return self._deferred(handler, "capture_lambda_handler")
+
+    def capture_method(self, method: _Function) -> _Function:
+        return self._deferred(method, "capture_method")
+
+    def _deferred(self, function: _Function, decorator: str) -> _Function:
+        traced: Callable[..., Any] | None = None
+
+        def decorated() -> Callable[..., Any]:
+            nonlocal traced
+            if traced is None:
+                traced = getattr(self.tracer, decorator)(function)
+            return traced
+
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def coroutine(*args: Any, **kwargs: Any) -> Any:
+                return await decorated()(*args, **kwargs)
+
+            return coroutine  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return decorated()(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tracer, name)
+
+
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer = LazyTracer(SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
 
 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
     # In Lambda the package's module loggers (rdss.putrecords giving up with GENERR005, the AMGI

@@ -65,9 +65,10 @@ class Processor(BatchApp):
     @classmethod
     def from_environment(cls) -> Self:
         """The processor as the CDK app (or the local runtime) deployed it."""
-        from rdss.aws import client
+        from rdss.aws import lazy_client
 
-        return cls(names=from_environment(), dynamodb=client("dynamodb"), s3=client("s3"))
+        # made when first used, not at import: see rdss.aws.LazyClient
+        return cls(names=from_environment(), dynamodb=lazy_client("dynamodb"), s3=lazy_client("s3"))
 
     def send_to(self, channel: str, payload: bytes, partition_key: str) -> dict[str, Any]:
         """A ``message.send`` to the stream of a logical channel."""

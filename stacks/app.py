@@ -29,6 +29,8 @@ def build(app: cdk.App, environment: str | None = None) -> RdssStack:
         region=app.node.try_get_context("region"),
         # -c custom_resources=false: a stack CloudFormation can create where functions cannot run
         custom_resources=_flag(app.node.try_get_context("custom_resources")),
+        # -c lambda_architecture=x86_64: functions an x86_64 emulator (LocalStack here) runs natively
+        lambda_architecture=app.node.try_get_context("lambda_architecture"),
     )
     stack = RdssStack(app, f"rdss-{config.name}", config=config)
     cdk.Tags.of(stack).add("Project", "rdss")

@@ -217,9 +217,12 @@ class EnvironmentConfig:
     alarm_email: str | None = None
     termination_protection: bool = False
     #: Whether the stack may hold Lambda-backed custom resources (the auto-delete of dev's
-    #: buckets). False for a CloudFormation that cannot invoke functions - LocalStack without
-    #: Docker (``-c custom_resources=false``): buckets are then emptied by whoever deletes the stack.
+    #: buckets). False for a CloudFormation that cannot invoke functions (``-c
+    #: custom_resources=false``): buckets are then emptied by whoever deletes the stack.
     custom_resources: bool = True
+    #: The functions' architecture: arm64 (Graviton, the default), or x86_64 (``-c
+    #: lambda_architecture=x86_64``) for an emulator that runs them natively on an x86_64 host.
+    lambda_architecture: str = "arm64"
     #: Vendors by name (``vendors.<name>`` in cdk.json).
     vendors: Mapping[str, VendorSettings] = field(default_factory=dict)
 
@@ -327,6 +330,10 @@ def environment_names(context: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(context.get("environments", {}))
 
 
+#: The architectures a processor function may be built for (stacks.bundling's platforms).
+LAMBDA_ARCHITECTURES = ("arm64", "x86_64")
+
+
 def load(
     context: Mapping[str, Any],
     name: str,
@@ -335,6 +342,7 @@ def load(
     region: str | None = None,
     environ: Mapping[str, str] | None = None,
     custom_resources: bool | None = None,
+    lambda_architecture: str | None = None,
     topology: Topology = RDSS,
 ) -> EnvironmentConfig:
     """The settings of environment ``name`` from the ``rdss`` context object.
@@ -385,6 +393,7 @@ def load(
         alarm_email=raw.pop("alarm_email", None),
         termination_protection=bool(raw.pop("termination_protection", False)),
         custom_resources=bool(raw.pop("custom_resources", True)) if custom_resources is None else custom_resources,
+        lambda_architecture=lambda_architecture or str(raw.pop("lambda_architecture", "arm64")),
         vendors=_vendors(raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")]),
     )
     raw.pop("account", None)
@@ -397,6 +406,9 @@ def load(
             f"{where}.event_source.record_attempts: 1 to retry_attempts + 1 ({events.retry_attempts + 1}), "
             "so that a record failing every time is moved to error before its batch is parked"
         )
+    if config.lambda_architecture not in LAMBDA_ARCHITECTURES:
+        wanted = config.lambda_architecture
+        raise ConfigError(f"{where}.lambda_architecture: one of {LAMBDA_ARCHITECTURES}, not {wanted!r}")
     if config.retention.log_days not in LOG_RETENTION:
         raise ConfigError(f"{where}.retention.log_days: CloudWatch Logs offers {sorted(LOG_RETENTION)} days")
     return config

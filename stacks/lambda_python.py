@@ -17,7 +17,6 @@ import fcntl
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import zipfile
@@ -25,33 +24,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stacks.bundling import CACHE, REPO
+from stacks.bundling import CACHE, REPO, LambdaPythonUnavailable, lambda_interpreter
+
+__all__ = ["LambdaPythonUnavailable", "python", "run", "zipped_size"]
 
 VERSION = (3, 12)
 VENV = CACHE / "lambda-python3.12"
 
 
-class LambdaPythonUnavailable(RuntimeError):
-    """No Python 3.12 to stand in for Lambda's runtime."""
-
-
 def _interpreter() -> Path:
-    """pyenv's newest 3.12 (``LAMBDA_PYTHON`` overrides), else ``python3.12`` on PATH."""
-    if os.environ.get("LAMBDA_PYTHON"):
-        return Path(os.environ["LAMBDA_PYTHON"])
-    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found = sorted(
-        (p for p in root.glob("3.12.*") if re.fullmatch(r"3\.12\.\d+", p.name)),
-        key=lambda p: int(p.name.rsplit(".", 1)[1]),
-    )
-    if found:
-        return found[-1] / "bin" / "python"
-    on_path = shutil.which("python3.12")
-    if on_path:
-        return Path(on_path)
-    raise LambdaPythonUnavailable(
-        f"no Python 3.12 (Lambda's runtime) found in {root} or on PATH: `pyenv install 3.12` or set LAMBDA_PYTHON"
-    )
+    return lambda_interpreter()
 
 
 def _boto3_pin() -> str:

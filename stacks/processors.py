@@ -27,7 +27,7 @@ from constructs import Construct
 
 from rdss.observability import NAMESPACE
 from rdss.topology import Processor
-from stacks.bundling import PYTHON_312_ARM64, handler_location, processor_code
+from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, handler_location, processor_code
 from stacks.config import EnvironmentConfig
 from stacks.dependencies import drop_referenced_dependency
 from stacks.monitoring import Monitoring
@@ -71,7 +71,7 @@ class ProcessorFunction(Construct):
             raise ValueError(f"processor {processor.name} has neither a source channel nor a schedule")
         self.processor = processor
         settings = config.function(processor.name)
-        platform = PYTHON_312_ARM64
+        platform = PYTHON_312_X86_64 if config.lambda_architecture == "x86_64" else PYTHON_312_ARM64
         _, handler = handler_location(processor.handler)
 
         self.log_group = logs.LogGroup(

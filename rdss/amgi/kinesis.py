@@ -26,7 +26,6 @@ channel and acknowledged, not retried.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import gc
@@ -34,7 +33,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
@@ -42,6 +41,9 @@ from rdss.errors import ErrorCode
 from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher, Record
 from rdss.rejection import Rejector
 from rdss.retry import Backoff
+
+if TYPE_CHECKING:
+    import asyncio  # imported with the first batch (see rdss.amgi.server)
 
 _log = logging.getLogger(__name__)
 
@@ -143,6 +145,8 @@ class KinesisEventSourceMappingHandler:
             return
         task = self._lifespan.task if self._lifespan is not None else None
         if task is not None and not task.done():
+            import asyncio
+
             task.cancel()
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
@@ -241,6 +245,8 @@ class KinesisEventSourceMappingHandler:
         return PutRecordsBatcher(self._kinesis, **kwargs)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
+        import asyncio  # with the first batch, not at import (see rdss.amgi.server)
+
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         return self._loop

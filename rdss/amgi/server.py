@@ -14,12 +14,11 @@ with it, for the server to act on.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rdss.amgi.types import (
     AMGI_VERSION,
@@ -32,6 +31,11 @@ from rdss.amgi.types import (
 )
 
 _VERSIONS = {"version": AMGI_VERSION, "spec_version": MESSAGE_SPEC_VERSION}
+
+if TYPE_CHECKING:
+    # imported where an event loop runs, not with this module: a Lambda handler imports this
+    # while its cold start is timed, and runs a loop only once it has a batch
+    import asyncio
 
 
 class Outbox(Protocol):
@@ -162,6 +166,8 @@ class Lifespan:
         Raises:
             RuntimeError: the application answered ``lifespan.startup.failed``.
         """
+        import asyncio
+
         loop = asyncio.get_running_loop()
         self.inbox = asyncio.Queue()
         self.started, self.stopped = loop.create_future(), loop.create_future()
@@ -176,6 +182,8 @@ class Lifespan:
 
     async def shutdown(self) -> None:
         """Ask the application to shut down and wait for its answer (or its return)."""
+        import asyncio
+
         if not self.supported or self.task is None or self.task.done() or self.inbox is None:
             return
         assert self.stopped is not None
@@ -187,6 +195,8 @@ class Lifespan:
                 await self.task
 
     async def _run(self, inbox: asyncio.Queue[dict[str, Any]]) -> None:
+        import asyncio
+
         scope = {"type": "lifespan", "amgi": dict(_VERSIONS), "state": self.state}
 
         async def receive() -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -97,6 +98,11 @@ def register(commands: Any) -> None:
     coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
     coldstart.add_argument(
         "--rounds", type=whole_number(1, 1000), default=7, metavar="N", help="fresh processes per figure (default 7)"
+    )
+    coldstart.add_argument(
+        "--logs",
+        metavar="ENV",
+        help="also report deployment ENV's Init Durations, from its functions' REPORT log lines",
     )
     coldstart.add_argument("--json", action="store_true", help="print the figures as JSON")
     coldstart.set_defaults(run=run_coldstart)
@@ -255,7 +261,7 @@ def run_coldstart(args: argparse.Namespace) -> int:
     from rdss.bench import coldstart
 
     _at_least_one(args, "rounds")
-    figures = coldstart.run(args.rounds)
+    figures = coldstart.run(args.rounds, logs=args.logs)
     if _printed_as_json(args, [f.as_dict() for f in figures]):
         return 0
     print(
@@ -265,9 +271,17 @@ def run_coldstart(args: argparse.Namespace) -> int:
         print(
             f"  {f.function:<10} {f.zipped_bytes / 1e6:6.2f} MB, {f.package_files:>3} rdss files, "
             f"import {f.import_seconds * 1000:6.0f} ms vs boto3 alone {f.reference_seconds * 1000:5.0f} ms "
-            f"({f.ratio:.2f}x)"
+            f"({f.ratio:.2f}x)" + (_init_durations(f.init_durations_ms) if args.logs else "")
         )
     return 0
+
+
+def _init_durations(durations: tuple[float, ...]) -> str:
+    if not durations:
+        return ", no Init Duration logged"
+    ordered = sorted(durations)
+    median = statistics.median(ordered)
+    return f", Init Duration {median:.0f} ms (median of {len(ordered)}, {ordered[0]:.0f}-{ordered[-1]:.0f})"
 
 
 def _bench(name: str) -> ModuleType:

@@ -50,14 +50,15 @@ class Sweep:
 
     @classmethod
     def from_environment(cls) -> Sweep:
-        from rdss.aws import client
+        from rdss.aws import lazy_client
 
         timeout = float(os.environ.get("RDSS_SEQUENCE_TIMEOUT_SECONDS", SEQUENCE_TIMEOUT_SECONDS))
+        # made when first used, not at import: see rdss.aws.LazyClient
         return cls(
             names=from_environment(),
-            dynamodb=client("dynamodb"),
-            s3=client("s3"),
-            kinesis=client("kinesis"),
+            dynamodb=lazy_client("dynamodb"),
+            s3=lazy_client("s3"),
+            kinesis=lazy_client("kinesis"),
             timeout_seconds=timeout,
         )
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rdss.topology import RDSS, Processor
+from stacks import lambda_python
 from tests.cdk.conftest import Synthesized
 
 
@@ -28,9 +29,37 @@ def test_asset_holds_handler_package_schemas_and_dependencies(dev: Synthesized, 
     assert (root / "rdss" / "topology.py").is_file()
     # rdss.schemas finds schemas/ beside the package
     assert (root / "schemas" / "message" / "header.json").is_file()
-    for package in ("orjson", "jsonschema_rs", "aws_lambda_powertools", "boto3", "aws_xray_sdk"):
+    for package in ("orjson", "jsonschema_rs", "aws_lambda_powertools", "aws_xray_sdk"):
         assert (root / package).is_dir(), package
-    assert not list(root.glob("**/__pycache__"))
+
+
+@pytest.mark.parametrize("processor", RDSS.processors, ids=lambda p: p.name)
+def test_asset_leaves_the_runtime_s_sdk_out_and_stays_small(dev: Synthesized, processor: Processor) -> None:
+    root = asset_dir(dev, processor.name)
+    # what Lambda's Python runtime provides is not shipped again (stacks.bundling.RUNTIME_PROVIDED)
+    for module in ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six.py", "urllib3"):
+        assert not (root / module).exists(), module
+    # Powertools only as far as the handler's code imports it: no idempotency, parser, batch...
+    powertools = root / "aws_lambda_powertools"
+    assert (powertools / "logging" / "logger.py").is_file()
+    for unused in ("idempotency", "parser", "batch", "parameters", "feature_flags"):
+        assert not (powertools / "utilities" / unused).exists(), unused
+    assert lambda_python.zipped_size(root) <= 8_000_000
+
+
+@pytest.mark.parametrize("processor", RDSS.processors, ids=lambda p: p.name)
+def test_every_module_ships_compiled_for_python_3_12_unchecked(dev: Synthesized, processor: Processor) -> None:
+    root = asset_dir(dev, processor.name)
+    sources = [p for p in root.rglob("*.py") if "-stubs" not in p.parts[-2]]
+    assert sources
+    magic = (3531).to_bytes(2, "little") + b"\r\n"  # Python 3.12's byte code
+    for source in sources:
+        compiled = source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc"
+        assert compiled.is_file(), source.relative_to(root)
+        header = compiled.read_bytes()[:16]
+        # PEP 552: flags 0b01 = hash-based, source not checked (the task root is read-only)
+        assert int.from_bytes(header[4:8], "little") == 0b01, source.relative_to(root)
+        assert header[:4] == magic, source.relative_to(root)
 
 
 def test_native_code_is_built_for_lambda_arm64_only(dev: Synthesized) -> None:

@@ -1,35 +1,48 @@
-"""The CDK app's stack deployed by CloudFormation (LocalStack's), checked against the topology,
-carrying traffic, and deleted.
+"""The CDK app's stack as a user deploys it, by CloudFormation (LocalStack's), its functions run by
+LocalStack from their deployed assets, and then deleted.
 
-The app is synthesised with ``custom_resources=false`` (no Lambda-backed custom resources:
-LocalStack here cannot invoke functions, so it cannot run one during a deployment; the buckets
-are emptied here before the stack is deleted). Its functions are *created* - LocalStack stores
-them and their event source mappings - but cannot run, so once the mappings are checked they
-are disabled and the processors run in this process, under the local event source mapping,
-against the deployed streams, tables and buckets, with the names the functions were given.
+The default synthesis - custom resources and all: the buckets' auto-delete provider (a Node
+function of the CDK's) runs when the stack is created and when it is deleted - built for this
+machine's architecture (``-c lambda_architecture``: LocalStack runs functions natively, see
+tests/support/localstack/executor). Nothing of the processors runs in this process: the test
+puts records on streams, changes what an operator or a fault could change (a schedule, a
+function's configuration, a table), and reads what the deployed functions did - streams, the
+on-failure queues, the functions' own log groups, whose REPORT lines it sums up at the end.
 """
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
 import time
 import uuid
 import warnings
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
 
-from rdss.local.emulator import Endpoint, empty_bucket
+from rdss.local.accounting import read_stream
+from rdss.local.emulator import Endpoint
+from rdss.putrecords import PutRecordsBatcher, Record
+from rdss.sequences import split
 from rdss.topology import RDSS, Deployment, from_environment
 from rdss.workload import Workload
 from tests.support import cloudformation
-from tests.support.system import System
+from tests.support.deployed import FunctionLog, HangingProxy, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2700)]
 
 ACCOUNT = "000000000000"  # LocalStack's
+ROUTED = [c.name for c in RDSS.channels_of("routed")]
+#: The summary of the functions' logs, also kept where `make test`'s logs are
+SUMMARY = Path(__file__).resolve().parents[2] / "build" / "test-logs" / "deployed-functions.txt"
 
 
 def unmodelled(template: dict[str, Any], endpoint: Endpoint) -> dict[str, int]:
@@ -42,86 +55,185 @@ def unmodelled(template: dict[str, Any], endpoint: Endpoint) -> dict[str, int]:
         services = json.load(response)["services"]
     counts: Counter[str] = Counter()
     for resource in template["Resources"].values():
-        service = resource["Type"].split("::")[1].lower()
-        service = {"kinesisfirehose": "firehose", "cloudwatch": "cloudwatch"}.get(service, service)
+        kind = resource["Type"]
+        if kind.startswith("Custom::"):
+            continue  # run by their provider functions
+        service = kind.split("::")[1].lower()
+        service = {"kinesisfirehose": "firehose"}.get(service, service)
         if services.get(service) not in ("available", "running"):
-            counts[resource["Type"]] += 1
+            counts[kind] += 1
     return dict(counts)
 
 
-def test_the_stack_deploys_carries_traffic_and_is_deleted(endpoint: Endpoint, tmp_path: Path) -> None:
+class Stack:
+    """The deployed stack as the test reaches it: names, clients, its functions."""
+
+    def __init__(self, endpoint: Endpoint, config: Any, resources: list[dict[str, Any]]) -> None:
+        self.endpoint = endpoint
+        self.config = config
+        self.resources = resources
+        self.clients: dict[str, Any] = {}
+        self.functions = {p.name: f"rdss-{config.name}-{p.name}" for p in RDSS.processors}
+        variables = self.client("lambda").get_function_configuration(FunctionName=self.functions["broker"])
+        names = from_environment(variables["Environment"]["Variables"])
+        self.deployment = Deployment(config.name, RDSS, bucket_names=dict(names.buckets))
+
+    def client(self, service: str) -> Any:
+        if service not in self.clients:
+            self.clients[service] = self.endpoint.client(service)
+        return self.clients[service]
+
+    def physical(self, resource_type: str, logical_prefix: str = "") -> list[str]:
+        return [
+            r["PhysicalResourceId"]
+            for r in self.resources
+            if r["ResourceType"] == resource_type and r["LogicalResourceId"].startswith(logical_prefix)
+        ]
+
+    # -- streams -------------------------------------------------------------------------------
+    def publish(self, payloads: list[bytes], partition_key: str | None = None) -> None:
+        stream = self.deployment.stream("input")
+        records = [Record(stream, p, partition_key or uuid.uuid4().hex) for p in payloads]
+        report = PutRecordsBatcher(self.client("kinesis")).put(records)
+        assert report.ok, report.failed[:1]
+
+    def read(self, channel: str) -> list[dict[str, Any]]:
+        return [orjson.loads(r) for r in read_stream(self.client("kinesis"), self.deployment.stream(channel))]
+
+    def routed_ids(self) -> set[str]:
+        return {m["messageHeader"]["messageId"] for channel in ROUTED for m in self.read(channel)}
+
+    def parts_released(self, sequence: str) -> list[int]:
+        return [
+            m["messageHeader"]["messageSequence"]["position"]
+            for channel in ROUTED
+            for m in self.read(channel)
+            if m["messageHeader"].get("messageSequence", {}).get("sequence") == sequence
+        ]
+
+    def moved(self, sequence: str, channel: str = "error") -> list[dict[str, Any]]:
+        return [
+            m for m in self.read(channel) if m["messageHeader"].get("messageSequence", {}).get("sequence") == sequence
+        ]
+
+    # -- queues and functions ------------------------------------------------------------------
+    def parked(self, processor: str) -> int:
+        sqs = self.client("sqs")
+        url = sqs.get_queue_url(QueueName=f"{self.functions[processor]}-on-failure")["QueueUrl"]
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+    def log(self, function: str) -> FunctionLog:
+        return FunctionLog.read(self.client("logs"), function)
+
+    def reconfigure(self, processor: str, **changes: Any) -> None:
+        lambda_ = self.client("lambda")
+        lambda_.update_function_configuration(FunctionName=self.functions[processor], **changes)
+        lambda_.get_waiter("function_updated_v2").wait(FunctionName=self.functions[processor])
+
+
+def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint, tmp_path: Path) -> None:
     if endpoint.embedded:
         pytest.skip("deployed by LocalStack's CloudFormation (make test-localstack); moto's models too few types")
     from tests.cdk.conftest import synthesize
 
-    environment = "dev"
     started = time.monotonic()
+    architecture = {"x86_64": "x86_64", "aarch64": "arm64"}[platform.machine()]
     synthesized = synthesize(
-        environment, tmp_path / "cdk.out", custom_resources="false", account=ACCOUNT, region=endpoint.region
+        "dev", tmp_path / "cdk.out", account=ACCOUNT, region=endpoint.region, lambda_architecture=architecture
     )
-    stack = synthesized.stack.stack_name
+    stack_name = synthesized.stack.stack_name
     template = synthesized.json
-    assert not [r for r in template["Resources"].values() if r["Type"].startswith("Custom::")]
-    clients = {name: endpoint.client(name) for name in ("s3", "ssm", "cloudformation", "lambda")}
-    bucket = cloudformation.bootstrap(clients["s3"], clients["ssm"], ACCOUNT, endpoint.region)
-    key = cloudformation.publish_assets(clients["s3"], synthesized.outdir, stack, ACCOUNT, endpoint.region)
-    cfn = clients["cloudformation"]
+    assert [r for r in template["Resources"].values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
+    s3, cfn = endpoint.client("s3"), endpoint.client("cloudformation")
+    bucket = cloudformation.bootstrap(s3, endpoint.client("ssm"), ACCOUNT, endpoint.region)
+    key = cloudformation.publish_assets(s3, synthesized.outdir, stack_name, ACCOUNT, endpoint.region)
     cfn.create_stack(
-        StackName=stack,
+        StackName=stack_name,
         TemplateURL=f"{endpoint.url}/{bucket}/{key}",
         Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
     )
     buckets: list[str] = []
+    provider: list[str] = []
+    custom_resources = 0
+    problems: list[str] = []
+    summary: list[str] = []
     try:
-        created = cloudformation.wait(cfn, stack, "CREATE_COMPLETE")
-        resources = cfn.describe_stack_resources(StackName=stack)["StackResources"]
-        print(
-            f"\n{stack}: {created['StackStatus']} ({len(resources)} resources, {created['StackId']}) "
+        created = cloudformation.wait(cfn, stack_name, "CREATE_COMPLETE", timeout=1500)
+        resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+        summary.append(
+            f"{stack_name}: {created['StackStatus']} ({len(resources)} resources) "
             f"{time.monotonic() - started:.0f} s after synthesis began"
         )
         assert all(r["ResourceStatus"] == "CREATE_COMPLETE" for r in resources)
-        buckets = [r["PhysicalResourceId"] for r in resources if r["ResourceType"] == "AWS::S3::Bucket"]
-        system = check_topology(endpoint, synthesized.config, clients["lambda"])
-        carry_traffic(system, clients["lambda"])
+        stack = Stack(endpoint, synthesized.config, resources)
+        buckets = stack.physical("AWS::S3::Bucket")
+        provider = stack.physical("AWS::Lambda::Function", "CustomS3AutoDeleteObjectsCustomResourceProvider")
+        [handler] = provider
+        creates = wait_for("the auto-delete provider's Create", lambda: stack.log(handler).containing('"Create"'))
+        custom_resources = len(stack.physical("Custom::S3AutoDeleteObjects"))
+        assert len(creates) >= custom_resources
+        check_topology(stack)
+
+        routes_traffic(stack)
+        reassembles_a_sequence(stack)
+        sweeps_on_schedule(stack)
+        problems += isolates_a_poison_record(stack)
+        retries_a_batch_killed_at_its_timeout(stack)
+        parks_a_batch_and_redrives_it(stack)
+        archives_input(stack)
         missing = unmodelled(template, endpoint)
         assert set(missing) <= {t for t in missing if t.startswith(("AWS::Glue::", "AWS::Athena::"))}, missing
         if missing:
-            warnings.warn(
+            summary.append(
                 "LocalStack community does not model (accepted, nothing created): "
-                + ", ".join(f"{t} x{n}" for t, n in sorted(missing.items())),
-                stacklevel=1,
+                + ", ".join(f"{t} x{n}" for t, n in sorted(missing.items()))
             )
+        summary += [stack.log(stack.functions[p.name]).summary() for p in RDSS.processors]
     finally:
-        for name in buckets:
-            empty_bucket(clients["s3"], name)  # no custom resource does it in this configuration
-        cfn.delete_stack(StackName=stack)
-        cloudformation.wait(cfn, stack, "DELETE_COMPLETE")
-    assert not [b for b in buckets if b in {x["Name"] for x in clients["s3"].list_buckets()["Buckets"]}]
+        cfn.delete_stack(StackName=stack_name)
+        cloudformation.wait(cfn, stack_name, "DELETE_COMPLETE", timeout=900)
+        if provider:
+            summary.append(FunctionLog.read(endpoint.client("logs"), provider[0]).summary())
+        summary += problems
+        SUMMARY.parent.mkdir(parents=True, exist_ok=True)
+        SUMMARY.write_text("\n".join(summary) + "\n")
+        warnings.warn("deployed functions:\n  " + "\n  ".join(summary), stacklevel=1)
+    # the auto-delete provider emptied the buckets when the stack was deleted, so they could go
+    assert not [b for b in buckets if b in {x["Name"] for x in s3.list_buckets()["Buckets"]}]
+    # (LocalStack writes a function's log a moment after the invocation's result)
+    wait_for(
+        "the auto-delete provider's Delete of every custom resource",
+        lambda: len(FunctionLog.read(endpoint.client("logs"), provider[0]).containing('"Delete"')) >= custom_resources,
+        timeout=60,
+    )
+    assert not problems, problems
 
 
-def check_topology(endpoint: Endpoint, config: Any, lambda_: Any) -> System:
+def check_topology(stack: Stack) -> None:
     """The deployed streams, tables, buckets, delivery streams, queues, topic and mappings are
-    the topology's; returns a System addressing them by the names the broker was given."""
-    functions = {p.name: f"rdss-{config.name}-{p.name}" for p in RDSS.processors}
-    variables = lambda_.get_function_configuration(FunctionName=functions["broker"])["Environment"]["Variables"]
-    names = from_environment(variables)
-    deployment = Deployment(config.name, RDSS, bucket_names=dict(names.buckets))
-    kinesis, dynamodb, s3 = endpoint.client("kinesis"), endpoint.client("dynamodb"), endpoint.client("s3")
+    the topology's, the mappings enabled."""
+    config, deployment = stack.config, stack.deployment
+    kinesis, dynamodb = stack.client("kinesis"), stack.client("dynamodb")
     arns = {}
     for channel in RDSS.channels:
-        summary = kinesis.describe_stream_summary(StreamName=names.stream(channel.name))["StreamDescriptionSummary"]
-        assert summary["StreamStatus"] == "ACTIVE"
-        assert summary["OpenShardCount"] == config.stream_capacity.shards_for(channel.name)
-        arns[channel.name] = summary["StreamARN"]
+        summary = kinesis.describe_stream_summary(StreamName=deployment.stream(channel.name))
+        description = summary["StreamDescriptionSummary"]
+        assert description["StreamStatus"] == "ACTIVE"
+        assert description["OpenShardCount"] == config.stream_capacity.shards_for(channel.name)
+        arns[channel.name] = description["StreamARN"]
     for table in RDSS.tables:
-        description = dynamodb.describe_table(TableName=names.table(table.name))["Table"]
-        keys = {k["KeyType"]: k["AttributeName"] for k in description["KeySchema"]}
+        keys = {
+            k["KeyType"]: k["AttributeName"]
+            for k in dynamodb.describe_table(TableName=deployment.table(table.name))["Table"]["KeySchema"]
+        }
         assert keys["HASH"] == table.partition_key
         assert keys.get("RANGE") == table.sort_key
-    existing = {b["Name"] for b in s3.list_buckets()["Buckets"]}
-    assert set(names.buckets.values()) <= existing
-    # one delivery stream per archived channel, reading that channel
-    firehose = endpoint.client("firehose")
+    existing = {b["Name"] for b in stack.client("s3").list_buckets()["Buckets"]}
+    assert {deployment.bucket(b.name) for b in RDSS.buckets} <= existing
+    firehose = stack.client("firehose")
     sources = set()
     for name in firehose.list_delivery_streams()["DeliveryStreamNames"]:
         description = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]
@@ -129,49 +241,181 @@ def check_topology(endpoint: Endpoint, config: Any, lambda_: Any) -> System:
         if source in arns.values():
             sources.add(source)
     assert sources == {arns[c.name] for c in RDSS.channels if c.archive}
-    queues = endpoint.client("sqs").list_queues(QueueNamePrefix=f"rdss-{config.name}-").get("QueueUrls", [])
-    assert {f"{functions[p.name]}-on-failure" for p in RDSS.processors} <= {q.rsplit("/", 1)[1] for q in queues}
-    assert endpoint.client("sns").list_topics()["Topics"]
+    lambda_ = stack.client("lambda")
     for processor in RDSS.processors:
-        mappings = lambda_.list_event_source_mappings(FunctionName=functions[processor.name])["EventSourceMappings"]
+        function = lambda_.get_function_configuration(FunctionName=stack.functions[processor.name])
+        assert function["Architectures"] == [stack.config.lambda_architecture]
+        mappings = lambda_.list_event_source_mappings(FunctionName=stack.functions[processor.name])
         if processor.source is None:
-            assert mappings == []
+            assert mappings["EventSourceMappings"] == []
             continue
-        [mapping] = mappings
+        [mapping] = mappings["EventSourceMappings"]
         assert mapping["EventSourceArn"] == arns[processor.source]
         assert mapping["BatchSize"] == config.event_source.batch_size
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert mapping["BisectBatchOnFunctionError"] is True
         assert mapping["DestinationConfig"]["OnFailure"]["Destination"].endswith(
-            f"{functions[processor.name]}-on-failure"
+            f"{stack.functions[processor.name]}-on-failure"
         )
-        # LocalStack would invoke the function for every batch and fail (no Docker): off, and
-        # the same processor runs here under the local event source mapping instead
-        lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
-    return System(endpoint, deployment)
+        assert mapping["State"] == "Enabled"
 
 
-def carry_traffic(system: System, lambda_: Any) -> None:
-    """Records put on ``input`` reach their channels, the Local Data Repository and the audit
-    bucket (through the deployed Firehose, which starts reading at LATEST once it is up)."""
-    workload = Workload(uuid.uuid4().int % 1000)
-    published: list[dict[str, Any]] = []
-    s3 = system.client("s3")
-    audit = system.deployment.bucket("audit")
-    deadline = time.monotonic() + 300
-    while not s3.list_objects_v2(Bucket=audit).get("KeyCount"):
-        assert time.monotonic() < deadline, "the deployed Firehose archived nothing"
-        batch = workload.mix(5)
-        system.publish([orjson.dumps(m) for m in batch])
-        published += batch
-        time.sleep(5)
-    system.mapping("input", system.handler(system.broker())).drain()
-    system.mapping("sequence", system.handler(system.sequencer())).drain()
-    routed = {
-        orjson.loads(r)["messageHeader"]["messageId"]
-        for channel in ("metadata", "vocabulary", "responses")
-        for r in system.read(channel)
-    }
+def routes_traffic(stack: Stack) -> None:
+    """Messages put on ``input`` reach their channels: routed by the deployed broker."""
+    published = Workload(uuid.uuid4().int % 1000).mix(20)
+    stack.publish([orjson.dumps(m) for m in published])
     ids = {m["messageHeader"]["messageId"] for m in published}
-    assert ids <= routed, f"{len(ids - routed)} of {len(ids)} not routed"
-    ledger = system.client("dynamodb").scan(TableName=system.deployment.table("messages"), Select="COUNT")
-    assert ledger["Count"] >= len(ids)
+    wait_for("the broker routing 20 messages", lambda: ids <= stack.routed_ids())
+
+
+def reassembles_a_sequence(stack: Stack) -> None:
+    """A sequence's parts, put on ``input``, come out whole and in order: the deployed broker
+    stages them on ``sequence``, the deployed sequencer releases them."""
+    parts = split(Workload(uuid.uuid4().int % 1000).large(30_000), 12_000)
+    sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
+    stack.publish([orjson.dumps(p) for p in parts], partition_key=sequence)
+    released = wait_for("the sequencer releasing a sequence", lambda: stack.parts_released(sequence))
+    assert released == list(range(1, len(parts) + 1))
+
+
+def sweeps_on_schedule(stack: Stack) -> None:
+    """A sequence whose message expires before its last part comes is moved to ``error``
+    (GENERR003) by the deployed sweep, invoked as its EventBridge schedule invokes it (an
+    asynchronous invocation with a Scheduled Event: LocalStack's scheduler keeps its own time)."""
+    [rule] = stack.physical("AWS::Events::Rule")
+    events, lambda_ = stack.client("events"), stack.client("lambda")
+    sweep = lambda_.get_function_configuration(FunctionName=stack.functions["sweep"])["FunctionArn"]
+    assert sweep in {t["Arn"] for t in events.list_targets_by_rule(Rule=rule)["Targets"]}
+    parts = split(Workload(uuid.uuid4().int % 1000).large(30_000), 12_000)
+    expiry = datetime.now(UTC) + timedelta(seconds=15)
+    expires = expiry.isoformat(timespec="seconds").replace("+00:00", "Z")
+    parts[0]["messageHeader"]["messageTimings"]["expirationTimestamp"] = expires
+    sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
+    stack.publish([orjson.dumps(parts[0])], partition_key=sequence)  # the rest never comes
+    staged = stack.deployment.bucket("staging")
+    s3 = stack.client("s3")
+    wait_for(
+        "the part staged", lambda: s3.list_objects_v2(Bucket=staged, Prefix=f"sequences/{sequence}/").get("KeyCount")
+    )
+    time.sleep(max(0.0, (expiry - datetime.now(UTC)).total_seconds()) + 2)
+    scheduled = {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT,
+        "time": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "region": stack.endpoint.region,
+        "resources": [events.describe_rule(Name=rule)["Arn"]],
+        "detail": {},
+    }
+    lambda_.invoke(FunctionName=sweep, InvocationType="Event", Payload=orjson.dumps(scheduled))
+    moved = wait_for("the sweep moving an expired sequence", lambda: stack.moved(sequence))
+    assert [m["messageHeader"]["errorCode"] for m in moved] == ["GENERR003"]
+
+
+def isolates_a_poison_record(stack: Stack) -> list[str]:
+    """A record whose handling raises whatever is tried - the last part of a sequence whose
+    staged part is gone - is moved to ``error`` (GENERR009) after its attempts, and the records
+    beside it in its batch (a whole other sequence) go on: nothing is parked (DESIGN.md D3).
+    Returns what did not happen (checked at the end, so the later phases still run)."""
+    poison = split(Workload(uuid.uuid4().int % 1000).large(20_000), 12_000)
+    neighbours = split(Workload(uuid.uuid4().int % 1000).large(20_000), 12_000)
+    poisoned = poison[0]["messageHeader"]["messageSequence"]["sequence"]
+    beside = neighbours[0]["messageHeader"]["messageSequence"]["sequence"]
+    s3, staging = stack.client("s3"), stack.deployment.bucket("staging")
+    stack.publish([orjson.dumps(poison[0])], partition_key=poisoned)
+    staged = wait_for(
+        "the first part staged",
+        lambda: s3.list_objects_v2(Bucket=staging, Prefix=f"sequences/{poisoned}/").get("Contents"),
+    )
+    s3.delete_object(Bucket=staging, Key=staged[0]["Key"])
+    # one PutRecords: the broker passes them on together, the sequencer gets them in one batch
+    stack.publish([orjson.dumps(poison[-1]), *(orjson.dumps(p) for p in neighbours)], partition_key=poisoned)
+    released = wait_for("the poison's neighbours released", lambda: stack.parts_released(beside))
+    assert released == list(range(1, len(neighbours) + 1))
+    problems = []
+    try:
+        moved = wait_for("the poison record moved to error", lambda: stack.moved(poisoned), timeout=180)
+        if [m["messageHeader"]["errorCode"] for m in moved] != ["GENERR009"]:
+            problems.append(f"poison record: moved with {[m['messageHeader']['errorCode'] for m in moved]}")
+    except AssertionError as error:
+        problems.append(f"poison record: {error}")
+    if stack.parked("sequencer"):
+        problems.append("poison record: a batch of the sequencer was parked in its on-failure queue")
+    return problems
+
+
+def retries_a_batch_killed_at_its_timeout(stack: Stack) -> None:
+    """The broker's DynamoDB stops answering its first connection; the function is killed at its
+    timeout, the mapping retries the batch, and the new runtime routes it."""
+    lambda_ = stack.client("lambda")
+    before = lambda_.get_function_configuration(FunctionName=stack.functions["broker"])
+    address = urlsplit(stack.endpoint.url)
+    proxy = HangingProxy((address.hostname or "127.0.0.1", address.port or 80))
+    try:
+        variables = {**before["Environment"]["Variables"], "AWS_ENDPOINT_URL_DYNAMODB": proxy.url}
+        stack.reconfigure("broker", Timeout=5, Environment={"Variables": variables})
+        [message] = Workload(uuid.uuid4().int % 1000).mix(1)
+        stack.publish([orjson.dumps(message)])
+        wait_for("the retried batch routed", lambda: message["messageHeader"]["messageId"] in stack.routed_ids())
+        log = stack.log(stack.functions["broker"])
+        assert log.containing("Task timed out after 5.00 seconds"), "the broker was not killed at its timeout"
+        assert [r for r in log.reports if r.status == "timeout"]
+        assert proxy.accepted >= 2  # the hung connection, then the retry's
+    finally:
+        stack.reconfigure("broker", Timeout=before["Timeout"], Environment=before["Environment"])
+        proxy.close()
+    assert not stack.parked("broker")
+
+
+def parks_a_batch_and_redrives_it(stack: Stack) -> None:
+    """With the ``messages`` table gone the broker cannot handle a batch: the mapping gives up
+    and parks it in the on-failure queue; once the table is back, ``rdss redrive`` puts its
+    records back and the broker routes them."""
+    dynamodb = stack.client("dynamodb")
+    table = stack.deployment.table("messages")
+    description = dynamodb.describe_table(TableName=table)["Table"]
+    dynamodb.delete_table(TableName=table)
+    dynamodb.get_waiter("table_not_exists").wait(TableName=table)
+    published = Workload(uuid.uuid4().int % 1000).mix(3)
+    try:
+        stack.publish([orjson.dumps(m) for m in published])
+        wait_for("the batch parked", lambda: stack.parked("broker"), timeout=300)
+    finally:
+        dynamodb.create_table(
+            TableName=table,
+            KeySchema=description["KeySchema"],
+            AttributeDefinitions=description["AttributeDefinitions"],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        dynamodb.get_waiter("table_exists").wait(TableName=table)
+    ids = {m["messageHeader"]["messageId"] for m in published}
+    assert not ids & stack.routed_ids()
+    environment = {**os.environ, **stack.endpoint.environment()}
+    done = subprocess.run(
+        [sys.executable, "-m", "rdss", "redrive", "--env", stack.config.name, "--processor", "broker"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_for("the redriven records routed", lambda: ids <= stack.routed_ids())
+    assert not stack.parked("broker")
+
+
+def archives_input(stack: Stack) -> None:
+    """What was put on ``input`` reaches the audit bucket through the deployed Firehose (which
+    starts reading at LATEST once it is up, so the test keeps publishing until it has)."""
+    s3, audit = stack.client("s3"), stack.deployment.bucket("audit")
+    workload = Workload(uuid.uuid4().int % 1000)
+
+    def archived() -> int:
+        if s3.list_objects_v2(Bucket=audit).get("KeyCount"):
+            return 1
+        stack.publish([orjson.dumps(m) for m in workload.mix(2)])
+        return 0
+
+    wait_for("the deployed Firehose archiving input", archived, timeout=300, interval=5)

@@ -6,6 +6,11 @@
 (the Kinesis engine, DynamoDB Local, Firehose's Kinesis readers);
 ``python -m tests.support.localstack run -- CMD ...`` runs ``CMD`` against a fresh one with
 ``AWS_ENDPOINT_URL`` set, which is how ``make test-localstack`` runs the integration suite.
+
+Lambda functions run: without Docker as local processes (the ``rdss-process`` executor,
+``executor/rdss_localstack``), with Docker in LocalStack's own containers. CloudFormation custom
+resources run their provider functions either way (a plugin of the same package): their
+responses arrive on port 443 of a loopback address of this LocalStack's own.
 """
 
 from __future__ import annotations
@@ -22,10 +27,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.localstack.install import HOME, STAND_INS, VENV, LocalStackUnavailable, filesystem_root
+from tests.support.localstack.install import HOME, RUNTIMES, VENV, LocalStackUnavailable, filesystem_root
 
-#: What the tests and the deployed stack use. Lambda stores functions and event source mappings
-#: (it cannot invoke them without Docker); ssm holds what a CDK bootstrap records.
+#: What the tests and the deployed stack use; ssm holds what a CDK bootstrap records.
 SERVICES = "s3,kinesis,dynamodb,firehose,sqs,sns,kms,iam,sts,cloudformation,events,scheduler,cloudwatch,logs,lambda,ssm"
 REGION = "eu-west-2"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
@@ -38,6 +42,22 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def docker_available() -> bool:
+    """A Docker daemon this user can use: then LocalStack runs functions in its own containers."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def response_host(port: int) -> str:
+    """The loopback address whose port 443 receives this LocalStack's custom resource responses
+    (CloudFormation's response URLs are HTTPS on 443): one per LocalStack, so several can run."""
+    return f"127.77.{port >> 8}.{port & 255}"
 
 
 def descendants(pid: int) -> list[int]:
@@ -103,14 +123,25 @@ class LocalStack:
             "SERVICES": self.services,
             # every service up before "Ready": the first test does not pay for the Kinesis engine's start
             "EAGER_SERVICE_LOADING": "1",
-            # the docker CLI stand-in (install.py): creating a Lambda function succeeds, invoking it fails
-            "LEGACY_DOCKER_CLIENT": "1",
-            "DOCKER_CMD": str(STAND_INS / "docker"),
+            **self.lambda_environment(),
             "LS_LOG": "warn",
             # Glue and Athena resources (not in community) are accepted without being created; the
             # deployment test names them in its output
             "CFN_IGNORE_UNSUPPORTED_RESOURCE_TYPES": "1",
         }
+
+    def lambda_environment(self) -> dict[str, str]:
+        """How LocalStack runs functions here (see the module docstring)."""
+        env = {
+            # custom resources: where their responses arrive, and the certificate the runtimes trust
+            "RDSS_CFN_RESPONSE_HOST": response_host(self.port),
+            "RDSS_LAMBDA_EXTRA_CA_CERTS": str(self.root / "cfn-responses.pem"),
+            # an environment's init (a cold start) on a loaded 2-core machine can take a while
+            "LAMBDA_RUNTIME_ENVIRONMENT_TIMEOUT": "60",
+        }
+        if not docker_available():
+            env |= {"LAMBDA_RUNTIME_EXECUTOR": "rdss-process", "RDSS_LAMBDA_RUNTIMES": str(RUNTIMES)}
+        return env
 
     def start(self, timeout: float = 180.0) -> None:
         """Start LocalStack and return once every service reports itself up.

