@@ -103,4 +103,3 @@ def _pin_moto_clock() -> None:
         if (name == "moto" or name.startswith("moto.")) and getattr(module, "utcnow", None) is system_utcnow:
             module.utcnow = utcnow  # type: ignore[attr-defined]
     utils.utcnow = utcnow
-
