@@ -195,6 +195,33 @@ def test_sigkill_mid_stream_then_restart_routes_every_acknowledged_message_once(
             assert second.stop() == 0, second.output
 
 
+def test_its_text_log_shows_each_move_at_warning(endpoint: Endpoint, tmp_path: Path):
+    if not endpoint.embedded:
+        pytest.skip("rdss local up always runs its own embedded emulator: run by the moto suite")
+    port = free_port()
+    up = LocalUp(tmp_path / "state", port, "--log-format", "text", "--log-level", "INFO")
+    try:
+        up.wait_ready()
+        kinesis = boto3.client(
+            "kinesis",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region_name="eu-west-2",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        record = kinesis.put_record(StreamName="rdss-kept-input", Data=b"not json", PartitionKey="p")
+        identity = f"record={record['ShardId']}/{record['SequenceNumber']}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(identity in line for line in up.lines):
+            time.sleep(0.2)
+        moves = [line for line in up.lines if identity in line]
+        assert len(moves) == 1, up.output
+        assert "[WARNING] message moved to invalid" in moves[0]
+        assert "errorCode=GENERR007" in moves[0]
+    finally:
+        assert up.stop() == 0, up.output
+
+
 _SCRIPT = r"""
 import json, os, sys
 from pathlib import Path
