@@ -127,6 +127,7 @@ class DurableApp:
         self._journal: Journal | None = None
         self._compact_due = threading.Event()
         self._closed = False
+        self._failed = ""
 
     # -- start ----------------------------------------------------------------------------------
     def recover(self) -> Recovery:
@@ -183,20 +184,36 @@ class DurableApp:
     def _apply_live(self, environ: dict[str, Any], body: bytes) -> tuple[str, list[tuple[str, str]], bytes, int]:
         """Apply, journal, sync; returns the answer and the change counter after this change."""
         with self._lock:
-            if self._closed:
-                return (*_unavailable(), self.changes.version)
+            if self._closed or self._failed:
+                return (*_unavailable(self._failed or "the emulator is stopping"), self.changes.version)
             self._index += 1
             moment = time.time()
             code, status, headers, content = self._apply(Entry(self._index, moment, 0, environ, body))
-            if self._journal is not None:
-                self._journal.append(Entry(self._index, moment, code, environ, body))
-                if self._journal.entries >= self.compact_every:
-                    self._compact_due.set()
             index = self._index
+            try:
+                if self._journal is not None:
+                    self._journal.append(Entry(index, moment, code, environ, body))
+                    if self._journal.entries >= self.compact_every:
+                        self._compact_due.set()
+            except OSError as error:
+                return (*self._fail(error), self.changes.version)
             version = self.changes.bump()
-        if self._journal is not None:
-            self._journal.sync(index)
+        try:
+            if self._journal is not None:
+                self._journal.sync(index)
+        except OSError as error:
+            with self._lock:
+                return (*self._fail(error), self.changes.version)
         return status, headers, content, version
+
+    def _fail(self, error: OSError) -> tuple[str, list[tuple[str, str]], bytes]:
+        """The journal cannot be written: nothing more is acknowledged (the change just applied
+        is answered as failed, and every change after it refused), rather than acknowledge what
+        a restart would not have."""
+        if not self._failed:
+            self._failed = f"the journal cannot be written ({error.strerror or error}): restart rdss local up"
+            _log.error("%s; every change is refused from now on", self._failed)
+        return _unavailable(self._failed)
 
     def _apply(self, entry: Entry) -> tuple[int, str, list[tuple[str, str]], bytes]:
         """Run one request through moto, pinned to its entry's seed and moment."""
@@ -322,5 +339,5 @@ def _long_poll(environ: dict[str, Any], body: bytes) -> tuple[float, bytes]:
         return 0.0, body  # malformed: moto answers it as it is
 
 
-def _unavailable() -> tuple[str, list[tuple[str, str]], bytes]:
-    return "503 SERVICE UNAVAILABLE", [("Content-Type", "text/plain")], b"the emulator is stopping"
+def _unavailable(reason: str) -> tuple[str, list[tuple[str, str]], bytes]:
+    return "503 SERVICE UNAVAILABLE", [("Content-Type", "text/plain")], reason.encode()

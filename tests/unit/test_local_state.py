@@ -3,17 +3,19 @@ directory, what counts as a change, and the pins that make a replay reproduce a 
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rdss.local import determinism
-from rdss.local.durable import Changes, action, mutating
+from rdss.local.durable import Changes, DurableApp, action, mutating
 from rdss.local.journal import Entry, Journal, JournalReader
 from rdss.local.positions import Positions
 from rdss.local.server import Listener, PortUnavailable
@@ -260,3 +262,64 @@ def test_local_up_on_a_port_in_use_exits_2_at_once(tmp_path: Path):
         )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"rdss local: --port: port {port}: Address already in use"]
+
+
+# -- the journalled app -----------------------------------------------------------------------
+class Recorder:
+    """A WSGI app that records what reached it and answers 200 with a pinned uuid."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bytes, bytes]] = []
+
+    def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
+        from moto.moto_api._internal import mock_random
+
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        answer = str(mock_random.uuid4()).encode()
+        self.seen.append((environ.get("HTTP_X_AMZ_TARGET", environ["REQUEST_METHOD"]), body, answer))
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [answer]
+
+
+def call(app: DurableApp, target: str, body: bytes) -> tuple[str, bytes]:
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/",
+        "QUERY_STRING": "",
+        "CONTENT_LENGTH": str(len(body)),
+        "HTTP_X_AMZ_TARGET": target,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http",
+    }
+    answer: dict = {}
+    content = b"".join(app(environ, lambda status, headers, exc_info=None: answer.update(status=status)))
+    return answer["status"], content
+
+
+def test_changes_are_journalled_and_replayed_with_the_same_answers_reads_are_not(tmp_path: Path):
+    first = DurableApp(Recorder(), StateDirectory(tmp_path / "state"))
+    first.recover()
+    answers = [call(first, "Kinesis_20131202.PutRecord", b'{"n": %d}' % n) for n in range(3)]
+    call(first, "Kinesis_20131202.GetRecords", b"{}")
+    first.state.close()  # as after a SIGKILL: no snapshot, the journal as it is
+
+    replayed = Recorder()
+    second = DurableApp(replayed, StateDirectory(tmp_path / "state"))
+    recovery = second.recover()
+    assert (recovery.replayed, recovery.diverged, recovery.snapshot_index) == (3, 0, 0)
+    target = "Kinesis_20131202.PutRecord"
+    assert replayed.seen == [(target, b'{"n": %d}' % n, answer) for n, (_, answer) in enumerate(answers)]
+    assert call(second, "Kinesis_20131202.PutRecord", b"{}")[1] != answers[-1][1]
+
+
+def test_a_journal_that_cannot_be_written_stops_every_acknowledgement(tmp_path: Path):
+    app = DurableApp(Recorder(), StateDirectory(tmp_path / "state"))
+    app.recover()
+    assert call(app, "Kinesis_20131202.PutRecord", b"{}")[0] == "200 OK"
+    assert app._journal is not None
+    os.close(app._journal._fd)  # the disk goes away
+    status, content = call(app, "Kinesis_20131202.PutRecord", b"{}")
+    assert status.startswith("503")
+    assert b"the journal cannot be written" in content
+    assert call(app, "Kinesis_20131202.PutRecord", b"{}")[0].startswith("503")
+    assert call(app, "Kinesis_20131202.GetRecords", b"{}")[0] == "200 OK"  # reads still answer
