@@ -80,6 +80,11 @@ def register(commands: Any) -> None:
         "--shards", type=whole_number(1, 64), default=2, metavar="S", help="shards of the input stream (default 2)"
     )
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
+    send.add_argument(
+        "--journal",
+        action="store_true",
+        help="the embedded emulator keeps its journal (as rdss local up does), in a temporary state directory",
+    )
 
     amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
     amqp = benchmark(
@@ -94,6 +99,16 @@ def register(commands: Any) -> None:
         "bridge", "the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ", run_bridge, ("--messages", 2000, "messages")
     )
     bridge.add_argument("--url", help=amqp_url)
+
+    idle = kinds.add_parser(
+        "idle",
+        help="rdss local up's CPU while idle, in per cent of one core",
+        description="Start rdss local up (a temporary state directory), let it settle, and measure its CPU time "
+        "(all threads) over a window: per cent of one core, target below 2 %.",
+    )
+    idle.add_argument("--seconds", type=_window, default=30.0, metavar="S", help="the measured window (default 30)")
+    idle.add_argument("--json", action="store_true", help="print the figures as JSON")
+    idle.set_defaults(run=run_idle)
 
     coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
     coldstart.add_argument(
@@ -147,7 +162,8 @@ def _broker_text(figures: Any) -> Iterator[str]:
 
 def run_send(args: argparse.Namespace) -> int:
     _at_least_one(args, "messages", "shards")
-    return _shown(args, _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic), _send_text)
+    figures = _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic, journal=args.journal)
+    return _shown(args, figures, _send_text)
 
 
 def _send_text(figures: Any) -> Iterator[str]:
@@ -161,6 +177,33 @@ def _send_text(figures: Any) -> Iterator[str]:
         f"({figures.put_records_calls} for {figures.messages:,})"
     )
     yield _aws_calls(figures, "AWS calls per 1,000 messages in all")
+
+
+def run_idle(args: argparse.Namespace) -> int:
+    try:
+        figures = _bench("idle").run(args.seconds)
+    except RuntimeError as error:
+        raise CommandError(str(error)) from error
+    return _shown(args, figures, _idle_text)
+
+
+def _idle_text(figures: Any) -> Iterator[str]:
+    verdict = "below" if figures.percent_of_one_core < figures.as_dict()["target_percent"] else "NOT below"
+    yield (
+        f"rdss local up, idle: {figures.percent_of_one_core:.2f} % of one core "
+        f"({figures.cpu_seconds:.2f} CPU-s in {figures.seconds:.1f} s, after {figures.settle_seconds:.0f} s to settle)"
+        f"; {verdict} the 2 % target"
+    )
+
+
+def _window(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 1 <= seconds <= 3600:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text} is out of range (1-3600 seconds)")
+    return seconds
 
 
 def run_amqp(args: argparse.Namespace) -> int:

@@ -12,7 +12,11 @@ AWS would run around it:
 * the sweep, on a timer.
 
 ``step()`` makes one pass over all of them; ``drain()`` steps until nothing moves;
-``start()`` runs passes on a background thread (``rdss local up``).
+``start()`` runs passes on a background thread (``rdss local up``): on the embedded emulator an
+idle runtime waits for its next change (a write) rather than polling, so it costs next to nothing
+idle; elsewhere it backs off to one pass a second. Pollers keep their positions in
+:class:`~rdss.local.positions.Positions` (on disk for ``rdss local up``), each under a name that
+stays the same across restarts.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from rdss.errors import ErrorCode
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import FirehoseBridge
+from rdss.local.positions import Positions
 from rdss.local.vendors import LocalVendor, provision_vendors
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.sequencer import Sequencer, Sweep
@@ -56,7 +61,11 @@ class Settings:
     firehose_buffer_bytes: int = 5 * 1024 * 1024
     sweep_interval: float = 10.0
     sequence_timeout: float = 300.0
+    #: Pause between passes while records are moving or a delivery stream holds a buffer.
     poll_interval: float = 0.1
+    #: An idle runtime waits for the embedded emulator's next change, and otherwise backs off
+    #: to one pass per ``idle_interval`` (Lambda polls an idle shard about once a second).
+    idle_interval: float = 1.0
     #: Vendors let in, each with a role as the CDK app makes one (``rdss vendor config`` reads them).
     vendors: Mapping[str, LocalVendor] = field(default_factory=dict)
 
@@ -98,9 +107,18 @@ class _Pumps:
 
 
 class Runtime:
-    def __init__(self, endpoint: Endpoint, settings: Settings | None = None, *, clients: ClientFactory | None = None):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        settings: Settings | None = None,
+        *,
+        clients: ClientFactory | None = None,
+        positions: Positions | None = None,
+    ):
         self.endpoint = endpoint
         self.settings = settings or Settings()
+        #: Where each poller has got to (on disk for ``rdss local up``; see :mod:`rdss.local.positions`).
+        self.positions = positions or Positions()
         self.deployment = Deployment(self.settings.environment)
         self.names: Resolved = from_environment(self.deployment.environment_variables())
         self._clients = clients or (lambda processor, service: endpoint.client(service))
@@ -141,6 +159,7 @@ class Runtime:
                 bisect_on_error=self.settings.bisect_on_error,
                 max_record_age=self.settings.max_record_age,
                 on_failure=self._on_failure(sqs, self._failures[processor.name]),
+                checkpoints=self.positions.of(f"mapping:{processor.name}"),
                 function_arn=f"arn:aws:lambda:{self.endpoint.region}:000000000000:function:"
                 f"{self.deployment.function(processor.name)}",
             )
@@ -148,15 +167,17 @@ class Runtime:
             if channel.archive is None:
                 continue
             bucket = "audit" if channel.kind == "input" else "errors"
+            delivery_stream = f"{self.deployment.stream(channel.name)}-archive"
             self._pumps.bridges[channel.name] = FirehoseBridge(
                 kinesis,
                 s3,
                 stream=self.deployment.stream(channel.name),
                 bucket=self.deployment.bucket(bucket),
                 prefix=channel.archive,
-                delivery_stream=f"{self.deployment.stream(channel.name)}-archive",
+                delivery_stream=delivery_stream,
                 buffer_bytes=self.settings.firehose_buffer_bytes,
                 buffer_seconds=self.settings.firehose_buffer_seconds,
+                checkpoints=self.positions.of(f"firehose:{delivery_stream}"),
             )
         self.sweep = Sweep(
             names=self.names,
@@ -210,10 +231,13 @@ class Runtime:
                 moved += mapping.poll()
             for bridge in self._pumps.bridges.values():
                 moved += bridge.poll()
-            if self.sweep is not None and time.monotonic() - self._last_sweep >= self.settings.sweep_interval:
-                self._last_sweep = time.monotonic()
-                moved += self.sweep.run()["count"]
-            return moved
+            return moved + self._sweep_when_due()
+
+    def _sweep_when_due(self) -> int:
+        if self.sweep is None or time.monotonic() - self._last_sweep < self.settings.sweep_interval:
+            return 0
+        self._last_sweep = time.monotonic()
+        return int(self.sweep.run()["count"])
 
     def drain(self, *, idle_passes: int = 2, timeout: float = 300.0) -> None:
         """Step until ``idle_passes`` passes in a row move nothing, then deliver the archives."""
@@ -236,18 +260,43 @@ class Runtime:
         self._thread.start()
 
     def _loop(self) -> None:
+        changes = self.endpoint.changes
+        idle = self.settings.poll_interval
+        pumps = True
         while not self._stop.is_set():
+            seen = changes.version if changes is not None else 0
             try:
-                moved = self.step()
+                if pumps:
+                    moved = self.step()
+                else:
+                    with self._lock:
+                        moved = self._sweep_when_due()
             except Exception:  # keep serving: a pass that failed is retried on the next one
                 _log.exception("a runtime pass failed")
                 moved = 0
-            if not moved:
-                self._stop.wait(self.settings.poll_interval)
+            pumps = True
+            if moved:
+                idle = self.settings.poll_interval
+            elif any(bridge.buffered for bridge in self._pumps.bridges.values()):
+                self._stop.wait(self.settings.poll_interval)  # a buffer comes due on time
+            elif changes is not None:
+                # Nothing moves until something is written: wait for that. Woken by the clock
+                # alone, only the sweep has anything to do (a pass over every shard would cost
+                # dozens of requests and find nothing).
+                pumps = changes.wait(seen, self._until_sweep())
+            else:
+                idle = min(idle * 2, self.settings.idle_interval)
+                self._stop.wait(idle)
+
+    def _until_sweep(self) -> float:
+        due = self._last_sweep + self.settings.sweep_interval - time.monotonic()
+        return max(self.settings.poll_interval, due)
 
     def stop(self) -> None:
         if self._thread is not None:
             self._stop.set()
+            if self.endpoint.changes is not None:
+                self.endpoint.changes.wake()
             self._thread.join(timeout=30)
             self._thread = None
         with self._lock:

@@ -227,7 +227,7 @@ def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
     env = {**os.environ, "POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     env.pop("AWS_ENDPOINT_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "rdss", "local", "up", "--env", f"u{uuid.uuid4().hex[:6]}"],
+        [sys.executable, "-m", "rdss", "local", "up", "--env", f"u{uuid.uuid4().hex[:6]}", "--state", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**env, "COLUMNS": "200"},
