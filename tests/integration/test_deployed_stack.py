@@ -111,7 +111,7 @@ def check_topology(endpoint: Endpoint, config: Any, lambda_: Any) -> System:
     for channel in RDSS.channels:
         summary = kinesis.describe_stream_summary(StreamName=names.stream(channel.name))["StreamDescriptionSummary"]
         assert summary["StreamStatus"] == "ACTIVE"
-        assert summary["OpenShardCount"] == config.stream_capacity.shards_for(channel.name)
+        assert summary["OpenShardCount"] == config.capacity.shards[channel.name]
         arns[channel.name] = summary["StreamARN"]
     for table in RDSS.tables:
         description = dynamodb.describe_table(TableName=names.table(table.name))["Table"]
