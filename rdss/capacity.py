@@ -32,6 +32,9 @@ SHARD_OUT_BYTES = 2 * MIB
 TRANSACTION_ITEMS = 100
 #: A write unit covers 1 KB of item; transactional writes cost two per KB.
 WRITE_UNIT_BYTES = 1024
+#: Share of messages rejected to ``invalid``: the workload's messages are all valid, real
+#: producers send some bad ones. An assumption, not a measurement.
+REJECTED_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -150,9 +153,7 @@ class Traffic:
 
     rate_per_second: float
     figures: Figures = MEASURED
-    #: Share of messages rejected to ``invalid`` (the workload's messages are all valid; real
-    #: producers send some bad ones: this is an assumption, not a measurement).
-    rejected_share: float = 0.01
+    rejected_share: float = REJECTED_SHARE
     #: Consumer groups reading each routed channel (vendors; one when none is configured).
     consumers: Mapping[str, int] = field(default_factory=dict)
 
