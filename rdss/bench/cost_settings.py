@@ -36,7 +36,7 @@ class Lifecycle:
 
 
 @dataclass(frozen=True)
-class Function:
+class FunctionConfig:
     memory_mb: int
     log_level: str
 
@@ -56,7 +56,7 @@ class Settings:
     batch_size: int
     window_seconds: float
     parallelization: int
-    functions: Mapping[str, Function]
+    functions: Mapping[str, FunctionConfig]
     log_days: int
     buckets: Mapping[str, Lifecycle]
     buffer_seconds: int
@@ -65,7 +65,7 @@ class Settings:
     compaction_schedule: str | None
     consumers: Mapping[str, int] = field(default_factory=dict)
 
-    def function(self, processor: str) -> Function:
+    def function(self, processor: str) -> FunctionConfig:
         return self.functions.get(processor) or self.functions["default"]
 
     def lifecycle(self, bucket: str) -> Lifecycle:
@@ -153,10 +153,12 @@ def load(name: str, path: Path | None = None) -> Settings:
         window_seconds=float(events.get("max_batching_window_seconds", 1)),
         parallelization=int(events.get("parallelization_factor", 1)),
         functions={
-            processor: Function(**{k: v for k, v in _merge(default_function, values).items() if k in _DEFAULT_FUNCTION})
+            processor: FunctionConfig(
+                **{k: v for k, v in _merge(default_function, values).items() if k in _DEFAULT_FUNCTION}
+            )
             for processor, values in functions.items()
         }
-        or {"default": Function(**default_function)},
+        or {"default": FunctionConfig(**default_function)},
         log_days=int(retention.get("log_days", 30)),
         buckets={bucket: Lifecycle(**values) for bucket, values in retention.get("buckets", {}).items()},
         buffer_seconds=int(archive.get("buffer_seconds", 300)),

@@ -14,7 +14,7 @@ import pytest
 
 from rdss.bench import cost, cost_peers
 from rdss.bench.cost_measure import item_bytes, measure
-from rdss.bench.cost_settings import Function, Lifecycle, Settings, SettingsError, load
+from rdss.bench.cost_settings import FunctionConfig, Lifecycle, Settings, SettingsError, load
 from rdss.bench.prices import PRICES
 from rdss.capacity import MEASURED, ChannelLoad, Figures, records_per_invocation, shards_needed
 from rdss.cli import main
@@ -58,7 +58,7 @@ SETTINGS = Settings(
     batch_size=10,
     window_seconds=1,
     parallelization=1,
-    functions={"default": Function(memory_mb=1769, log_level="INFO")},
+    functions={"default": FunctionConfig(memory_mb=1769, log_level="INFO")},
     log_days=30,
     buckets={"audit": Lifecycle(expire_after_days=45)},
     buffer_seconds=100,
@@ -206,7 +206,7 @@ def test_the_settings_come_from_the_given_cdk_json(tmp_path: Path) -> None:
     context = {"rdss": {"defaults": {"functions": {"default": {"memory_mb": 256}}}, "environments": {"x": {}}}}
     (tmp_path / "cdk.json").write_text(json.dumps({"context": context}))
     settings = load("x", tmp_path / "cdk.json")
-    assert settings.function("broker") == Function(256, "INFO")
+    assert settings.function("broker") == FunctionConfig(256, "INFO")
     assert settings.stream_mode == "on-demand"
     assert settings.stream_retention_hours == 168
     (tmp_path / "bad.json").write_text("{}")
