@@ -24,6 +24,7 @@ from rdss.bench.cost_rules import (
     ITEM_OVERHEAD_BYTES,
     Bill,
     Function,
+    batched_calls,
     destinations,
     firehose_billed_bytes,
     firehose_objects,
@@ -68,6 +69,8 @@ KMS_REQUESTS_PER_CLIENT_HOUR = 12
 #: on-failure depth and (a stream's reader) iterator age.
 CHANNEL_ALARMS = 2
 ON_DEMAND_SHARDS = 4
+#: Keys per BatchGetItem.
+LOOKUPS_PER_CALL = 100
 
 
 def project(
@@ -190,12 +193,19 @@ def _broker(settings: Settings, rate: float, n: float, loads: dict[str, ChannelL
     look-up when it holds a reply, the ledger."""
     if not rate:
         return Function(0.0, 0.0, 0.0, _memory(settings, "broker"), 0.0)
-    reached = destinations(loads, rate, n)
-    calls = math.ceil(n / TRANSACTION_ITEMS) + reached + (1 - (1 - figures.reply_share) ** n) + 1
+    calls = broker_calls(loads, rate, n, figures)
     debug = settings.function("broker").log_level.upper() == "DEBUG"
     log = figures.log_bytes_per_invocation + (n * figures.debug_log_bytes_per_message if debug else 0.0)
     cpu = figures.broker_cpu_per_invocation + n * figures.broker_cpu_per_message
     return Function(rate / n, cpu, calls, _memory(settings, "broker"), log)
+
+
+def broker_calls(loads: dict[str, ChannelLoad], rate: float, n: float, figures: Figures) -> float:
+    """AWS calls of one broker invocation of ``n`` records: its claims (100 a transaction), a
+    PutRecords per 500 records of each channel it reaches, its return-address look-ups (100 keys
+    a BatchGetItem), the ledger."""
+    lookups = batched_calls(figures.reply_share, n, LOOKUPS_PER_CALL)
+    return math.ceil(n / TRANSACTION_ITEMS) + destinations(loads, rate, n) + lookups + 1
 
 
 def _archive_batches(settings: Settings, load: ChannelLoad, shards: int) -> float:

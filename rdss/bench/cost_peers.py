@@ -153,7 +153,7 @@ def _queue_fed_function(
 def _sqs_powertools(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], figures: Figures) -> None:
     rate = loads["input"].records_per_second
     n = _sqs_batch(rate)
-    reached = destinations(loads, rate, n)
+    reached = destinations(loads, rate, n, per_call=SQS_BATCH)
     function, polling = _queue_fed_function(settings, rate, figures, loads, reached + 1)  # + Firehose
     produce = _sqs_batch_requests(rate, figures.input_bytes, SQS_BATCH)
     route = (rate / n) * reached if n else 0.0

@@ -161,13 +161,24 @@ def firehose_billed_bytes(record_bytes: float) -> float:
     return math.ceil(record_bytes / 5120) * 5120
 
 
-def destinations(loads: Mapping[str, Any], rate: float, records: float, source: str = "input") -> float:
-    """Expected channels one invocation of ``records`` records reaches (each channel's share of
-    the traffic out of ``source``), so how many sends it makes."""
+def batched_calls(share: float, records: float, per_call: int) -> float:
+    """Expected calls to pass on the ``share`` of ``records`` records that goes one way, at most
+    ``per_call`` records a call: the chance any goes at all when few do, else full calls."""
+    if share <= 0 or records <= 0:
+        return 0.0
+    expected = share * records
+    return float(math.ceil(expected / per_call)) if expected >= 1 else 1 - (1 - share) ** records
+
+
+def destinations(
+    loads: Mapping[str, Any], rate: float, records: float, source: str = "input", per_call: int = 500
+) -> float:
+    """Expected send calls of one invocation of ``records`` records: per channel its traffic
+    reaches (its share of what leaves ``source``), ``per_call`` records a call (PutRecords: 500)."""
     if not rate:
         return 0.0
     shares = [load.records_per_second / rate for name, load in loads.items() if name != source]
-    return float(sum(1 - (1 - share) ** records for share in shares if share > 0))
+    return sum(batched_calls(share, records, per_call) for share in shares)
 
 
 def shard_hours(shards: int) -> float:

@@ -12,11 +12,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from rdss.bench import broker as broker_bench
 from rdss.bench import cost, cost_peers
 from rdss.bench.cost_measure import item_bytes, measure
 from rdss.bench.cost_settings import FunctionConfig, Lifecycle, Settings, SettingsError, load
 from rdss.bench.prices import PRICES
-from rdss.capacity import MEASURED, ChannelLoad, Figures, records_per_invocation, shards_needed
+from rdss.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
 from rdss.cli import main
 
 GIB = 2**30
@@ -156,6 +157,17 @@ def test_sizing_rules() -> None:
     assert records_per_invocation(1000, 2, 100, 1) == 100
     assert records_per_invocation(0.5, 1, 100, 1) == 1
     assert records_per_invocation(0, 1, 100, 1) == 0
+
+
+def test_the_models_broker_calls_are_b1s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """B1 (``rdss bench broker --stub-aws``, batches of 1,000) counts the calls the broker makes;
+    the model's count for the same batch and mix is the same (17 per 1,000: within 20)."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    measured = broker_bench.run(2000, batch=1000, stub_aws=True)
+    loads = Traffic(1000, MEASURED, rejected_share=0.0).loads()
+    modelled = cost.broker_calls(loads, 1000, 1000, MEASURED)
+    assert measured.calls_per_1000 == modelled
+    assert modelled <= 20
 
 
 def test_every_price_names_its_source_and_date() -> None:
