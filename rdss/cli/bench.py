@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import statistics
 from collections.abc import Callable, Iterable, Iterator
@@ -11,6 +12,9 @@ from types import ModuleType
 from typing import Any
 
 from rdss.cli.common import CommandError, print_json, whole_number
+
+#: ``bench cost --peer`` choices (rdss.bench.cost_peers.PEERS, named here so the parser need not import it).
+PEER_NAMES = ("sqs-powertools", "eventbridge", "msk-serverless")
 
 
 def register(commands: Any) -> None:
@@ -109,6 +113,33 @@ def register(commands: Any) -> None:
     idle.add_argument("--seconds", type=_window, default=30.0, metavar="S", help="the measured window (default 30)")
     idle.add_argument("--json", action="store_true", help="print the figures as JSON")
     idle.set_defaults(run=run_idle)
+
+    cost = kinds.add_parser(
+        "cost",
+        help="what a deployment costs a month at a steady rate, item by item (or a peer's)",
+        description="The monthly bill of an environment (its cdk.json settings) at a steady rate of realistic "
+        "messages, item by item, at us-east-1 list prices (rdss.bench.prices), or a peer's by the same rules.",
+    )
+    cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
+    cost.add_argument("--rate", type=float, metavar="N", help="messages per second into input")
+    cost.add_argument("--peer", choices=PEER_NAMES, help="price this peer instead of the project")
+    cost.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="a cdk.json holding the rdss context (default: the checkout's, or the copy the wheel carries)",
+    )
+    cost.add_argument(
+        "--archive",
+        choices=("batched", "per-record"),
+        default="batched",
+        help="the archive as the archiver writes it (batched, default) or Firehose reading each stream (per-record)",
+    )
+    cost.add_argument("--measure", action="store_true", help="measure the per-message figures now (about 10 s)")
+    cost.add_argument("--figures", action="store_true", help="print the per-message figures instead of a bill")
+    cost.add_argument("--prices", action="store_true", help="print the price table instead of a bill")
+    cost.add_argument("--json", action="store_true", help="print the bill as JSON")
+    cost.set_defaults(run=run_cost)
 
     coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
     coldstart.add_argument(
@@ -297,6 +328,49 @@ def run_glue(args: argparse.Namespace) -> int:
     )
     busy = "unknown" if figures.busy_before is None else f"{figures.busy_before:.0%}"
     print(f"  machine: {figures.cores} cores, {busy} busy with other work just before the runs")
+    return 0
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    from rdss.bench import cost, cost_peers, cost_settings, prices
+    from rdss.capacity import MEASURED
+
+    if args.prices:
+        table = {name: dataclasses.asdict(price) for name, price in prices.PRICES.items()}
+        if not _printed_as_json(args, table):
+            for name, price in prices.PRICES.items():
+                print(f"{name:<38} {price.usd:>12,.7g} $ / {price.unit:<26} {price.source} ({price.as_of})")
+        return 0
+    # measuring runs the broker (Powertools' tracer: the `tracing` extra); the shipped figures need nothing
+    figures = _bench("cost_measure").measure() if args.measure else MEASURED
+    if args.figures:
+        print_json(figures.as_dict(), indent=not args.json)
+        return 0
+    if not args.env or args.rate is None:
+        raise CommandError("--env and --rate are required (or --figures, --prices)")
+    if not args.rate > 0:
+        raise CommandError("--rate must be above 0")
+    try:
+        settings = cost_settings.load(args.env, args.config)
+        if args.peer:
+            bill = cost_peers.peer(args.peer, settings, args.rate, figures=figures)
+        else:
+            bill = cost.project(settings, args.rate, figures=figures, archive=args.archive)
+    except ValueError as error:  # SettingsError included: no cdk.json, no such environment
+        raise CommandError(str(error)) from error
+    if _printed_as_json(args, bill.as_dict()):
+        return 0
+    who = args.peer or f"rdss, {args.archive} archive"
+    print(
+        f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
+        f"us-east-1 list prices as of {max(p.as_of for p in prices.PRICES.values())}"
+    )
+    for item, dollars in sorted(bill.items.items(), key=lambda kv: -kv[1]):
+        print(f"  {item:<44} {dollars:>12,.2f} $/month  {dollars / bill.total:6.1%}")
+    print(f"  {'total':<44} {bill.total:>12,.2f} $/month")
+    print(f"  {'per million messages':<44} {bill.usd_per_million:>12,.4f} $")
+    for note in bill.notes:
+        print(f"  note: {note}")
     return 0
 
 

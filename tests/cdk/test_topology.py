@@ -7,6 +7,7 @@ from aws_cdk.assertions import Match
 
 from rdss.topology import RDSS, Deployment, Processor
 from stacks.bundling import handler_location
+from stacks.state import CLAIMS_TABLE
 from tests.cdk.conftest import Synthesized
 from tests.cdk.support import granted, references
 
@@ -32,7 +33,7 @@ def test_every_channel_is_an_encrypted_stream_named_by_the_deployment(synthesize
             "AWS::Kinesis::Stream",
             {
                 "Name": names.stream(channel.name),
-                "RetentionPeriodHours": 168,
+                "RetentionPeriodHours": synthesized.config.stream_retention_hours,
                 "StreamEncryption": {"EncryptionType": "KMS", "KeyId": Match.any_value()},
             },
         )
@@ -178,7 +179,7 @@ def test_every_archived_channel_has_a_firehose_to_its_bucket(synthesized: Synthe
         )
 
 
-def test_every_topology_table_is_on_demand_encrypted_with_pitr_and_ttl(synthesized: Synthesized) -> None:
+def test_every_topology_table_is_encrypted_with_pitr_and_ttl(synthesized: Synthesized) -> None:
     names = deployment(synthesized)
     assert len(synthesized.resources("AWS::DynamoDB::Table")) == len(RDSS.tables)
     for table in RDSS.tables:
@@ -190,7 +191,10 @@ def test_every_topology_table_is_on_demand_encrypted_with_pitr_and_ttl(synthesiz
             {
                 "TableName": names.table(table.name),
                 "KeySchema": keys,
-                "BillingMode": "PAY_PER_REQUEST",
+                # provisioned is CloudFormation's default: no BillingMode at all
+                "BillingMode": Match.absent()
+                if table.name == CLAIMS_TABLE and not synthesized.config.table_capacity.on_demand
+                else "PAY_PER_REQUEST",
                 "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
                 "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": Match.any_value()},
                 "TimeToLiveSpecification": {"AttributeName": table.ttl_attribute, "Enabled": True},

@@ -222,7 +222,7 @@ def check_topology(stack: Stack) -> None:
         summary = kinesis.describe_stream_summary(StreamName=deployment.stream(channel.name))
         description = summary["StreamDescriptionSummary"]
         assert description["StreamStatus"] == "ACTIVE"
-        assert description["OpenShardCount"] == config.stream_capacity.shards_for(channel.name)
+        assert description["OpenShardCount"] == config.capacity.shards[channel.name]
         arns[channel.name] = description["StreamARN"]
     for table in RDSS.tables:
         keys = {
