@@ -27,6 +27,8 @@ invalid, with its code.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -410,29 +412,33 @@ class Tracer:
 
     # -- what the archives hold ----------------------------------------------------------------
     def _archives(self, timeline: Timeline, needle: bytes, window: tuple[datetime, datetime]) -> None:
+        """The archive entries that hold the message, each record once (an entry archived again
+        has the same identity)."""
         for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
             name = self.buckets[bucket]
+            seen = archive.Identities()
             for prefix in _hour_prefixes(base, *window, errors=bucket == "errors"):
                 for key, written in self._keys(name, prefix):
                     try:
-                        body = self.s3.get_object(Bucket=name, Key=key)["Body"].read()
-                        lines = archive.decode(body)
+                        entries = archive.read(self.s3.get_object(Bucket=name, Key=key)["Body"].read())
                     except (ClientError, OSError, EOFError):
                         continue
-                    for number, line in enumerate(lines, 1):
-                        if needle not in line:
+                    for number, entry in enumerate(entries, 1):
+                        if needle not in entry.payload or not _holds(entry.payload, timeline.message_id):
                             continue
-                        header = _header_of(line) or {}
-                        if header.get("messageId") != timeline.message_id:
+                        if not seen.first(entry):
                             continue
                         found: dict[str, Any] = {"archive": bucket, "bucket": name, "key": key, "line": number}
-                        outer = orjson.loads(line).get("messageHeader", {}) if bucket == "errors" else {}
-                        what = f"archived in s3://{name}/{key}, line {number}"
+                        what = f"archived in s3://{name}/{key}, entry {number}"
+                        if entry.identity is not None:
+                            found |= {"stream": entry.stream, "record": entry.record, "arrival": entry.arrival}
+                            what += f" ({entry.stream} {entry.record})"
+                        outer = (_carried_header(entry.payload) or {}) if bucket == "errors" else {}
                         if outer.get("errorCode"):
                             found["errorCode"] = outer["errorCode"]
                             what += f" ({outer['errorCode']})"
                         timeline.archives.append(found)
-                        timeline.events.append(Event(written, bucket, what))
+                        timeline.events.append(Event(entry.arrived or written, bucket, what))
 
     def _keys(self, bucket: str, prefix: str) -> list[tuple[str, datetime | None]]:
         """The objects under one hour prefix, and when each was written."""
@@ -476,6 +482,17 @@ def _header_of(data: bytes) -> dict[str, Any] | None:
             return None
     header: dict[str, Any] = parsed["messageHeader"]
     return header
+
+
+def _holds(data: bytes, message_id: str) -> bool:
+    """Whether a record is the message: its header (or, decorated, its original's) names the id;
+    for a record that is not JSON at all, a ``"messageId":"<id>"`` member among its bytes."""
+    header = _header_of(data)
+    if header is not None:
+        return header.get("messageId") == message_id
+    with contextlib.suppress(ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        data = decoration.original(data)  # a wrapped record: its original's bytes
+    return re.search(rb'"messageId"\s*:\s*"' + re.escape(message_id.encode()) + rb'"', data) is not None
 
 
 def _carried_header(data: bytes) -> dict[str, Any] | None:

@@ -58,6 +58,14 @@ def register(commands: Any) -> None:
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
         "the job reads beside the audit archive; 0: neither (default 100)",
     )
+    glue.add_argument(
+        "--repeat-every",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="one archive entry per N archived a second time, as a restarted archiver does (the job counts "
+        "each record once); 0: none (default 1000)",
+    )
 
     broker = benchmark(
         "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
@@ -210,8 +218,15 @@ def run_glue(args: argparse.Namespace) -> int:
         raise CommandError("--records must be at least 4")
     if args.broken_every < 0:
         raise CommandError("--broken-every must be 0 or more")
+    if args.repeat_every < 0:
+        raise CommandError("--repeat-every must be 0 or more")
     figures = glue.run(
-        args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
+        args.records,
+        seed=args.seed,
+        workdir=args.workdir,
+        keep=args.keep,
+        broken_every=args.broken_every,
+        repeat_every=args.repeat_every,
     )
     if _printed_as_json(args, figures.as_dict()):
         return 0
@@ -219,7 +234,8 @@ def run_glue(args: argparse.Namespace) -> int:
     print(
         f"{figures.records:,} raw records in {figures.objects:,} objects, {figures.gzip_bytes / 1e6:,.1f} MB of gzip"
         f" ({figures.gzip_bytes / figures.records:.0f} bytes a record): {counts['messages']:,} messages,"
-        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies)"
+        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies),"
+        f" {counts['archivedAgain']:,} entries archived again (each record counted once)"
     )
     if figures.errors_records:
         print(

@@ -23,7 +23,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--processor",
         action="append",
-        choices=[p.name for p in RDSS.processors if p.source is not None],
+        choices=[p.name for p in RDSS.processors if p.sources],
         help="only this processor's queue (repeatable; default: all)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")

@@ -191,12 +191,11 @@ def _trace_one(runtime: Runtime, result: Accounting) -> dict[str, Any] | None:
 
 def _audit(result: Accounting, published: int) -> dict[str, Any]:
     audit: dict[str, Any] = {"objects": result.audit_objects, "records": len(result.audit_records)}
+    if result.audit_repeats:
+        audit["archivedAgain"] = result.audit_repeats  # copies of records already counted, left out
     if len(result.audit_records) != published:
         audit["published"] = published
-        audit["note"] = (
-            "the archive is newline-delimited (Firehose appends a newline to every record): a record holding "
-            "raw newlines, such as indented JSON, reads back as several lines"
-        )
+        audit["note"] = "the audit archive does not hold every record published once"
     return audit
 
 
@@ -215,7 +214,8 @@ def _analytics(runtime: Runtime) -> dict[str, Any]:
         root = Path(scratch)
         for bucket in ("audit", "errors"):
             name = runtime.deployment.bucket(bucket)
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+            # the archive prefix only: not a delivery stream's buffer (.firehose/), nor failures
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=f"{bucket}/"):
                 for entry in page.get("Contents", []):
                     target = root / bucket / entry["Key"]
                     target.parent.mkdir(parents=True, exist_ok=True)
