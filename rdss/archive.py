@@ -178,7 +178,10 @@ def parse(line: bytes) -> Entry:
 
 def _entry(fields: object) -> Entry | None:
     """An entry of this version, or None when ``fields`` is not one (then the line is legacy)."""
-    if not isinstance(fields, dict) or fields.get("rdssArchive") != VERSION or not set(fields) <= _KEYS:
+    if not isinstance(fields, dict) or not set(fields) <= _KEYS:
+        return None
+    version = fields.get("rdssArchive")
+    if type(version) is not int or version != VERSION:  # not True, not 1.0
         return None
     text, encoded = fields.get("text"), fields.get("base64")
     identity = [fields.get(name) for name in ("stream", "shard", "sequenceNumber")]
@@ -230,7 +233,7 @@ def member(entries: Iterable[bytes], level: int = COMPRESSION_LEVEL) -> bytes:
 def encode_legacy(records: Iterable[bytes]) -> bytes:
     """An object as Firehose wrote them before entries: raw records, each followed by a newline,
     gzip-compressed. Only for reading old archives back (tests, the benchmarks)."""
-    return gzip.compress(b"".join(record + b"\n" for record in records))
+    return gzip.compress(b"".join(record + b"\n" for record in records), compresslevel=COMPRESSION_LEVEL)
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,10 @@ class Topology:
                     raise ValueError(f"processor {processor.name} names an unknown channel {name!r}")
             for name in processor.archives:
                 self.archive_bucket(name)  # archived, to a bucket that exists
+        written = {name for p in self.processors for name in p.archives if name in p.sources}
+        unwritten = [c.name for c in self.archived() if c.name not in written]
+        if unwritten:
+            raise ValueError(f"no processor reads and archives channel(s) {unwritten}")
 
     def channel(self, name: str) -> Channel:
         return self._by_name[name]
@@ -139,20 +143,22 @@ class Topology:
 
 
 _ALL = ("Command", "Event", "Document")
-#: The channels whose every record is archived (each has an ``archive`` prefix below).
-_ARCHIVED = ("input", "invalid", "error")
+
+_CHANNELS = (
+    Channel("input", "input", "Every message producers publish", archive="audit/"),
+    Channel("metadata", "routed", "Data Type Channel: MetadataCreate/Update/Delete and MetadataRead requests"),
+    Channel("vocabulary", "routed", "Data Type Channel: VocabularyRead requests and VocabularyPatch"),
+    Channel("responses", "routed", "Replies (Documents answering Read requests) with no other return address"),
+    Channel("sequence", "sequence", "Parts of multi-message sequences, keyed by sequence id"),
+    Channel("invalid", "invalid", "Invalid Message Queue", archive="errors/invalid/"),
+    Channel("error", "error", "Error Message Queue", archive="errors/error/"),
+)
+#: The channels whose every record is archived: the archiver reads and archives each.
+_ARCHIVED = tuple(c.name for c in _CHANNELS if c.archive is not None)
 
 #: The RDSS topology (spec: Topology; ARCHITECTURE.md: Message flow).
 RDSS = Topology(
-    channels=(
-        Channel("input", "input", "Every message producers publish", archive="audit/"),
-        Channel("metadata", "routed", "Data Type Channel: MetadataCreate/Update/Delete and MetadataRead requests"),
-        Channel("vocabulary", "routed", "Data Type Channel: VocabularyRead requests and VocabularyPatch"),
-        Channel("responses", "routed", "Replies (Documents answering Read requests) with no other return address"),
-        Channel("sequence", "sequence", "Parts of multi-message sequences, keyed by sequence id"),
-        Channel("invalid", "invalid", "Invalid Message Queue", archive="errors/invalid/"),
-        Channel("error", "error", "Error Message Queue", archive="errors/error/"),
-    ),
+    channels=_CHANNELS,
     routes=(
         Route("MetadataCreate", _ALL, "metadata"),
         Route("MetadataUpdate", _ALL, "metadata"),

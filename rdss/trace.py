@@ -228,6 +228,12 @@ class Tracer:
         self.now = now or timestamps.now()
 
     def trace(self, message_id: str, *, since: datetime | None = None) -> Timeline:
+        """The timeline of a messageId, or of one ``input`` record named ``SHARD/SEQUENCE``
+        (:mod:`rdss.trace_record`: for a record no messageId names, such as an empty one)."""
+        from rdss.trace_record import is_record, trace_record
+
+        if is_record(message_id):
+            return trace_record(self, message_id, since=since)
         timeline = Timeline(message_id)
         needle = message_id.encode()
         start = since or self.now - DEFAULT_WINDOW
@@ -309,7 +315,7 @@ class Tracer:
         """Each input record holding the message, and what the broker decided for it."""
         claim = claims.get(timeline.message_id)
         for record in found["input"]:
-            if _message_id(record.data) != timeline.message_id:
+            if not _holds(record.data, timeline.message_id):
                 continue  # another message naming this id (a reply's correlationId, say)
             timeline.events.append(Event(record.arrived, "input", f"record {record.record} entered input"))
             dispatch = Dispatch(record.record, record.arrived, "pending")

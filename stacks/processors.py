@@ -165,6 +165,10 @@ class ProcessorFunction(Construct):
                 f"{prefix}* in the {bucket} bucket: PutObject only, of an archive entry too large for one Firehose "
                 "record, under a key named by delivery hour, time and a UUID",
             )
+            acks.add(
+                iam5("Action::s3:Abort*"),
+                f"grant_put on the {bucket} bucket's {prefix}: AbortMultipartUpload of its own uploads only",
+            )
         # Every processor encrypts: at least the messages it parks on its on-failure queue.
         acks.key_use(key_name)
         acks.add(

@@ -67,6 +67,14 @@ def register(commands: Any) -> None:
         "each record once); 0: none (default 1000)",
     )
 
+    stored = benchmark(
+        "archive",
+        "what archiving costs per record: entry bytes, gzip members, Firehose's billed bytes, CPU",
+        run_archive,
+        ("--messages", 10_000, "realistic messages"),
+    )
+    stored.add_argument("--seed", type=int, default=7)
+
     broker = benchmark(
         "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
     )
@@ -126,6 +134,29 @@ def run_validate(args: argparse.Namespace) -> int:
             f"   classifier = {figures.times_reference:,.0f}x reference"
         )
     return 0
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    _at_least_one(args, "messages")
+    return _shown(args, _bench("archive").run(args.messages, seed=args.seed), _archive_text)
+
+
+def _archive_text(figures: Any) -> Iterator[str]:
+    yield (
+        f"{figures.messages:,} realistic messages: {figures.raw_bytes_per_record:,.0f} bytes a record, "
+        f"{figures.entry_bytes_per_record:,.0f} as an archive entry"
+    )
+    yield (
+        f"  before entries Firehose billed {figures.billed_bytes_per_record_before:,.0f} bytes a record "
+        f"(each rounded up to 5 KB) and S3 stored {figures.stored_bytes_per_record_before:,.0f}"
+    )
+    yield f"  one archiver invocation carries at most {figures.records_per_invocation_limit:,} of them (6 MB event)"
+    yield "  records a batch   gzip bytes/record   records/Firehose record   billed bytes/record   CPU us/record"
+    for batch in figures.batches:
+        yield (
+            f"  {batch.records:>15,}   {batch.member_bytes_per_record:>17,.0f}   {batch.records_per_member:>23,.1f}"
+            f"   {batch.billed_bytes_per_record:>19,.0f}   {batch.microseconds_per_record:>13,.0f}"
+        )
 
 
 def run_broker(args: argparse.Namespace) -> int:

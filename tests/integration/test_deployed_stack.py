@@ -120,33 +120,30 @@ def check_topology(endpoint: Endpoint, config: Any, lambda_: Any) -> System:
         assert keys.get("RANGE") == table.sort_key
     existing = {b["Name"] for b in s3.list_buckets()["Buckets"]}
     assert set(names.buckets.values()) <= existing
-    # one delivery stream per archived channel, reading that channel
+    # one Direct PUT delivery stream per archived channel, which the archiver writes
     firehose = endpoint.client("firehose")
-    sources = set()
-    for name in firehose.list_delivery_streams()["DeliveryStreamNames"]:
+    listed = set(firehose.list_delivery_streams()["DeliveryStreamNames"])
+    expected = {names.delivery_stream(c.name) for c in RDSS.archived()}
+    assert expected <= listed
+    for name in expected:
         description = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]
-        source = description.get("Source", {}).get("KinesisStreamSourceDescription", {}).get("KinesisStreamARN")
-        if source in arns.values():
-            sources.add(source)
-    assert sources == {arns[c.name] for c in RDSS.channels if c.archive}
+        assert description["DeliveryStreamType"] == "DirectPut"
     queues = endpoint.client("sqs").list_queues(QueueNamePrefix=f"rdss-{config.name}-").get("QueueUrls", [])
     assert {f"{functions[p.name]}-on-failure" for p in RDSS.processors} <= {q.rsplit("/", 1)[1] for q in queues}
     assert endpoint.client("sns").list_topics()["Topics"]
     for processor in RDSS.processors:
         mappings = lambda_.list_event_source_mappings(FunctionName=functions[processor.name])["EventSourceMappings"]
-        if processor.source is None:
-            assert mappings == []
-            continue
-        [mapping] = mappings
-        assert mapping["EventSourceArn"] == arns[processor.source]
-        assert mapping["BatchSize"] == config.event_source.batch_size
-        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert mapping["DestinationConfig"]["OnFailure"]["Destination"].endswith(
-            f"{functions[processor.name]}-on-failure"
-        )
-        # LocalStack would invoke the function for every batch and fail (no Docker): off, and
-        # the same processor runs here under the local event source mapping instead
-        lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+        assert sorted(m["EventSourceArn"] for m in mappings) == sorted(arns[s] for s in processor.sources)
+        batch_size = config.archive.batch_size if processor.archives else config.event_source.batch_size
+        for mapping in mappings:
+            assert mapping["BatchSize"] == batch_size
+            assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            assert mapping["DestinationConfig"]["OnFailure"]["Destination"].endswith(
+                f"{functions[processor.name]}-on-failure"
+            )
+            # LocalStack would invoke the function for every batch and fail (no Docker): off, and
+            # the same processor runs here under the local event source mapping instead
+            lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
     return System(endpoint, deployment)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.archiving import ArchiverApp
 from rdss.broker import Broker
 from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint, deprovision, provision
@@ -68,6 +69,10 @@ class System:
         if now is not None:
             kwargs["now"] = now
         return Sequencer(names=self.names, dynamodb=self.client("dynamodb"), s3=self.client("s3"), **kwargs)
+
+    def archiver(self, *, firehose: Any = None) -> ArchiverApp:
+        """The archiver, writing to ``firehose`` (default: the endpoint's Firehose API)."""
+        return ArchiverApp(names=self.names, firehose=firehose or self.client("firehose"), s3=self.client("s3"))
 
     def sweep(self, *, clock: Any, timeout_seconds: float = 3600) -> Sweep:
         return Sweep(
