@@ -190,10 +190,12 @@ class BatchOutcome:
 
     def line(self, dry_run: bool) -> str:
         what = self.pointer.describe() if self.pointer else f"queue message {self.message_id}"
+        archiving = self.processor == "archiver"
         if self.problem is not None:
-            done = f"; {self.records} record(s) put back" if self.records and not dry_run else ""
+            done = f"; {self.records} record(s) {'archived' if archiving else 'put back'}"
+            done = done if self.records and not dry_run else ""
             return f"{self.processor}: NOT RECOVERED {what}: {self.problem}{done}"
-        verb = ("would archive" if dry_run else "archived") if self.processor == "archiver" else "put back"
+        verb = ("would archive" if dry_run else "archived") if archiving else "put back"
         verb = "would put back" if dry_run and verb == "put back" else verb
         return f"{self.processor}: {verb} {self.records} record(s) of {self.channel} from the {self.source}: {what}"
 

@@ -238,7 +238,7 @@ class Tracer:
         needle = message_id.encode()
         start = since or self.now - DEFAULT_WINDOW
         found = {
-            c.name: [r for r in self._read(c.name, start) if needle in r.data]
+            c.name: [r for r in self._read(c.name, start) if _mentions(r.data, needle)]
             for c in self.deployment.topology.channels
         }
         header = self._header(found)
@@ -430,7 +430,7 @@ class Tracer:
                     except (ClientError, OSError, EOFError):
                         continue
                     for number, entry in enumerate(entries, 1):
-                        if needle not in entry.payload or not _holds(entry.payload, timeline.message_id):
+                        if not _mentions(entry.payload, needle) or not _holds(entry.payload, timeline.message_id):
                             continue
                         if not seen.first(entry):
                             continue
@@ -488,6 +488,19 @@ def _header_of(data: bytes) -> dict[str, Any] | None:
             return None
     header: dict[str, Any] = parsed["messageHeader"]
     return header
+
+
+def _mentions(data: bytes, needle: bytes) -> bool:
+    """Whether a record's bytes hold ``needle``, or a wrapped record's original does (a payload
+    that was not valid UTF-8 travels base64-encoded in its wrapper)."""
+    if needle in data:
+        return True
+    if f'"{decoration.WRAPPER_KEY}"'.encode() not in data:
+        return False
+    try:
+        return needle in decoration.original(data)
+    except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        return False
 
 
 def _holds(data: bytes, message_id: str) -> bool:

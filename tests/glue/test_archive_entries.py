@@ -29,38 +29,8 @@ def put(root: Path, moment: datetime, data: bytes, prefix: str = "audit/") -> Pa
     return path
 
 
-def odd_records() -> dict[str, bytes]:
-    """The records of every shape a line-based archive broke: indented JSON, a string holding a
-    newline (escaped: valid; raw: not JSON), bytes that are not UTF-8, nothing at all, compact JSON."""
-    workload = Workload(41)
-
-    def built(message_id: str, **body: Any) -> dict[str, Any]:
-        message = workload.message("MetadataCreate", "Event")
-        message["messageHeader"]["messageId"] = message_id
-        message["messageBody"].update(body)
-        return message
-
-    indented = orjson.dumps(built("4e1c1c48-3c7f-4d1b-9d55-4b0a3c3b0001"), option=orjson.OPT_INDENT_2)
-    multi_line = orjson.dumps(
-        built("4e1c1c48-3c7f-4d1b-9d55-4b0a3c3b0002", objectTitle="line one\nline two\r\nline three"),
-        option=orjson.OPT_INDENT_2,
-    )
-    raw_newline = orjson.dumps(built("4e1c1c48-3c7f-4d1b-9d55-4b0a3c3b0003")).replace(b'",', b'\n",', 1)
-    latin1 = orjson.dumps(built("4e1c1c48-3c7f-4d1b-9d55-4b0a3c3b0004"))
-    latin1 = latin1.replace(b'"objectTitle":"', b'"objectTitle":"caf\xe9 ', 1)
-    compact_ = orjson.dumps(built("4e1c1c48-3c7f-4d1b-9d55-4b0a3c3b0005"))
-    return {
-        "indented": indented,
-        "multi-line string": multi_line,
-        "raw newline in a string": raw_newline,
-        "not UTF-8": latin1,
-        "empty": b"",
-        "compact": compact_,
-    }
-
-
 def test_each_record_once_with_its_exact_bytes_however_often_archived(spark: Any, tmp_path: Path) -> None:
-    records = odd_records()
+    records = archives.odd_records()
     lines = archives.entries(records.values())
     # delivered once, then (an archiver restarted midway) again, partly, in later objects
     put(tmp_path / "in", MOMENT, archives.encode(lines, per_member=2))
