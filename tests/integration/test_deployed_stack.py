@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss import archive
 from rdss.local.emulator import Endpoint, empty_bucket
 from rdss.topology import RDSS, Deployment, from_environment
 from rdss.workload import Workload
@@ -149,20 +150,24 @@ def check_topology(endpoint: Endpoint, config: Any, lambda_: Any) -> System:
 
 def carry_traffic(system: System, lambda_: Any) -> None:
     """Records put on ``input`` reach their channels, the Local Data Repository and the audit
-    bucket (through the deployed Firehose, which starts reading at LATEST once it is up)."""
+    bucket (the archiver, through the deployed Direct PUT delivery stream), each once."""
     workload = Workload(uuid.uuid4().int % 1000)
-    published: list[dict[str, Any]] = []
+    published = workload.mix(15)
+    system.publish([orjson.dumps(m) for m in published])
+    system.mapping("input", system.handler(system.broker())).drain()
+    system.mapping("sequence", system.handler(system.sequencer())).drain()
+    system.mapping("input", system.handler(system.archiver()), batch_size=10, checkpoints={}).drain()  # its own
     s3 = system.client("s3")
     audit = system.deployment.bucket("audit")
     deadline = time.monotonic() + 300
-    while not s3.list_objects_v2(Bucket=audit).get("KeyCount"):
-        assert time.monotonic() < deadline, "the deployed Firehose archived nothing"
-        batch = workload.mix(5)
-        system.publish([orjson.dumps(m) for m in batch])
-        published += batch
-        time.sleep(5)
-    system.mapping("input", system.handler(system.broker())).drain()
-    system.mapping("sequence", system.handler(system.sequencer())).drain()
+    archived: list[archive.Entry] = []
+    while len(archived) < len(published):
+        assert time.monotonic() < deadline, f"the deployed delivery stream archived {len(archived)} record(s)"
+        time.sleep(2)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=audit).get("Contents", [])]
+        objects = [s3.get_object(Bucket=audit, Key=key)["Body"].read() for key in keys]
+        archived = list(archive.unique(entry for data in objects for entry in archive.read(data)))
+    assert sorted(e.payload for e in archived) == sorted(orjson.dumps(m) for m in published)
     routed = {
         orjson.loads(r)["messageHeader"]["messageId"]
         for channel in ("metadata", "vocabulary", "responses")
