@@ -175,10 +175,26 @@ class RetentionSettings:
 
 @dataclass(frozen=True)
 class ArchiveSettings:
-    """Firehose buffering: how long/large a batch grows before it becomes one S3 object."""
+    """The archive: the archiver's batches, and Firehose's buffering of them into S3 objects."""
 
+    #: Firehose buffering: how long/large a buffer grows before it becomes one S3 object.
     buffer_seconds: int = 300
     buffer_mib: int = 64
+    #: The archiver's event source mappings: records per invocation (Lambda also stops a batch at
+    #: 6 MB of payload) and how long a batch may wait to fill. Larger batches make fewer, larger
+    #: gzip members: fewer invocations and Firehose records, better compression.
+    batch_size: int = 10_000
+    max_batching_window_seconds: int = 60
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 10_000:
+            raise ConfigError(
+                f"archive.batch_size must be 1 to 10,000 (a Kinesis mapping's limit), not {self.batch_size}"
+            )
+        if not 0 <= self.max_batching_window_seconds <= 300:
+            raise ConfigError(
+                f"archive.max_batching_window_seconds must be 0 to 300, not {self.max_batching_window_seconds}"
+            )
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ def project(
 def alarm_count(topology: Topology = RDSS) -> int:
     """The alarms the stack raises: two on channels' traffic, four per stream-reading processor
     (errors, throttles, on-failure depth, iterator age) and three per scheduled one."""
-    return CHANNEL_ALARMS + sum(4 if p.source else 3 for p in topology.processors)
+    return CHANNEL_ALARMS + sum(4 if p.sources else 3 for p in topology.processors)
 
 
 def _has(topology: Topology, processor: str) -> bool:

@@ -65,6 +65,22 @@ def register(commands: Any) -> None:
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
         "the job reads beside the audit archive; 0: neither (default 100)",
     )
+    glue.add_argument(
+        "--repeat-every",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="one archive entry per N archived a second time, as a restarted archiver does (the job counts "
+        "each record once); 0: none (default 1000)",
+    )
+
+    stored = benchmark(
+        "archive",
+        "what archiving costs per record: entry bytes, gzip members, Firehose's billed bytes, CPU",
+        run_archive,
+        ("--messages", 10_000, "realistic messages"),
+    )
+    stored.add_argument("--seed", type=int, default=7)
 
     broker = benchmark(
         "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
@@ -178,6 +194,29 @@ def run_validate(args: argparse.Namespace) -> int:
             f"   classifier = {figures.times_reference:,.0f}x reference"
         )
     return 0
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    _at_least_one(args, "messages")
+    return _shown(args, _bench("archive").run(args.messages, seed=args.seed), _archive_text)
+
+
+def _archive_text(figures: Any) -> Iterator[str]:
+    yield (
+        f"{figures.messages:,} realistic messages: {figures.raw_bytes_per_record:,.0f} bytes a record, "
+        f"{figures.entry_bytes_per_record:,.0f} as an archive entry"
+    )
+    yield (
+        f"  before entries Firehose billed {figures.billed_bytes_per_record_before:,.0f} bytes a record "
+        f"(each rounded up to 5 KB) and S3 stored {figures.stored_bytes_per_record_before:,.0f}"
+    )
+    yield f"  one archiver invocation carries at most {figures.records_per_invocation_limit:,} of them (6 MB event)"
+    yield "  records a batch   gzip bytes/record   records/Firehose record   billed bytes/record   CPU us/record"
+    for batch in figures.batches:
+        yield (
+            f"  {batch.records:>15,}   {batch.member_bytes_per_record:>17,.0f}   {batch.records_per_member:>23,.1f}"
+            f"   {batch.billed_bytes_per_record:>19,.0f}   {batch.microseconds_per_record:>13,.0f}"
+        )
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -298,8 +337,15 @@ def run_glue(args: argparse.Namespace) -> int:
         raise CommandError("--records must be at least 4")
     if args.broken_every < 0:
         raise CommandError("--broken-every must be 0 or more")
+    if args.repeat_every < 0:
+        raise CommandError("--repeat-every must be 0 or more")
     figures = glue.run(
-        args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
+        args.records,
+        seed=args.seed,
+        workdir=args.workdir,
+        keep=args.keep,
+        broken_every=args.broken_every,
+        repeat_every=args.repeat_every,
     )
     if _printed_as_json(args, figures.as_dict()):
         return 0
@@ -307,7 +353,8 @@ def run_glue(args: argparse.Namespace) -> int:
     print(
         f"{figures.records:,} raw records in {figures.objects:,} objects, {figures.gzip_bytes / 1e6:,.1f} MB of gzip"
         f" ({figures.gzip_bytes / figures.records:.0f} bytes a record): {counts['messages']:,} messages,"
-        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies)"
+        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies),"
+        f" {counts['archivedAgain']:,} entries archived again (each record counted once)"
     )
     if figures.errors_records:
         print(

@@ -15,6 +15,9 @@ gateway receiver put on ``invalid`` or ``error`` itself, keyed ``moved:<group>``
 (:func:`rdss.rejection.moved_by`) - never entered ``input``: it is listed apart
 (:attr:`Accounting.moves`), whatever its header holds. A record of those channels that cannot be
 read back (not a decorated record, a claim check kept elsewhere) is counted, never a crash.
+
+The audit archive is read as entries (:mod:`rdss.archive`), each record counted once by its
+identity however many times it was archived (Firehose and a restarted archiver are at least once).
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ class Accounting:
     inputs: list[Accounted]
     channels: dict[str, int]
     audit_objects: int
+    #: the payload of every record in the audit archive, each identity once
     audit_records: list[bytes] = field(repr=False)
     #: per routed messageId, how many times it appears on the routed channels
     routed_ids: Counter[str] = field(default_factory=Counter, repr=False)
@@ -100,6 +104,8 @@ class Accounting:
     moves: list[Move] = field(default_factory=list)
     #: records of invalid and error that could not be read back as decorated records
     unreadable: int = 0
+    #: audit entries left out as another copy of a record already counted (an identity archived again)
+    audit_repeats: int = 0
 
     def outcomes(self) -> Counter[str]:
         return Counter(i.outcome for i in self.inputs)
@@ -140,16 +146,21 @@ def read_stream_records(kinesis: Any, stream: str) -> list[StreamRecord]:
     return found
 
 
-def read_archive(runtime: Runtime, bucket: str, prefix: str) -> tuple[int, list[bytes]]:
-    """(objects, lines) of an archive prefix, as Firehose wrote it."""
+def read_archive(
+    runtime: Runtime, bucket: str, prefix: str, seen: archive.Identities | None = None
+) -> tuple[int, list[archive.Entry]]:
+    """(objects, entries) of an archive prefix, in key order, each identity once (pass ``seen``
+    to learn how many repeats were left out)."""
     s3 = runtime.endpoint.client("s3")
-    objects, lines = 0, []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=runtime.deployment.bucket(bucket), Prefix=prefix):
-        for entry in page.get("Contents", []):
-            body = s3.get_object(Bucket=runtime.deployment.bucket(bucket), Key=entry["Key"])["Body"].read()
+    seen = seen if seen is not None else archive.Identities()
+    objects, entries = 0, list[archive.Entry]()
+    name = runtime.deployment.bucket(bucket)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=prefix):
+        for item in page.get("Contents", []):
+            body = s3.get_object(Bucket=name, Key=item["Key"])["Body"].read()
             objects += 1
-            lines.extend(archive.decode(body))
-    return objects, lines
+            entries.extend(archive.unique(archive.read(body), seen))
+    return objects, entries
 
 
 class _Found:
@@ -218,15 +229,17 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
     for item in inputs:
         fates = [_fate(p, claims, routed, rejected) for p in item.published]
         accounted.append(_combine(item, fates))
-    audit_objects, audit_records = read_archive(runtime, "audit", "audit/")
+    seen = archive.Identities()
+    audit_objects, audit_entries = read_archive(runtime, "audit", "audit/", seen)
     return Accounting(
         inputs=accounted,
         channels={name: len(records) for name, records in channels.items()},
         audit_objects=audit_objects,
-        audit_records=audit_records,
+        audit_records=[entry.payload for entry in audit_entries],
         routed_ids=routed_ids,
         moves=moves,
         unreadable=unreadable,
+        audit_repeats=seen.repeats,
     )
 
 

@@ -69,7 +69,7 @@ def test_alarms_notify_the_topic_with_the_environments_thresholds(synthesized: S
         f"{prefix}-invalid-channel-traffic": thresholds.invalid_channel_records,
     }
     for processor in RDSS.processors:
-        if processor.source:
+        if processor.sources:
             expected[f"{prefix}-{processor.name}-iterator-age"] = thresholds.iterator_age_seconds * 1000
         expected[f"{prefix}-{processor.name}-on-failure-depth"] = thresholds.dlq_depth
         expected[f"{prefix}-{processor.name}-errors"] = thresholds.lambda_errors
