@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from rdss import archive
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
 from rdss.bench.broker import events
 from rdss.broker import Broker
@@ -155,20 +156,17 @@ def _log_bytes(text: str) -> int:
 
 
 def frame(payload: bytes, index: int) -> bytes:
-    """One archive entry (DESIGN D2) for a record of ``rdss-prod-input``."""
-    entry = {
-        "rdssArchive": 1,
-        "stream": "rdss-prod-input",
-        "shard": "shardId-000000000003",
-        "sequenceNumber": str(49_650_000_000_000_000_000_000_000_000_000_000_000_000_000 + index * 7919),
-        "partitionKey": str(uuid.UUID(int=index)),
-        "arrival": "2026-11-25T10:00:00.123Z",
-    }
-    try:
-        entry["text"] = payload.decode()
-    except UnicodeDecodeError:
-        entry["base64"] = base64.b64encode(payload).decode()
-    return orjson.dumps(entry) + b"\n"
+    """One archive entry line, as the archiver frames a record of ``rdss-prod-input``
+    (:func:`rdss.archive.frame`), with its newline."""
+    entry = archive.frame(
+        payload,
+        stream="rdss-prod-input",
+        shard="shardId-000000000003",
+        sequence_number=str(49_650_000_000_000_000_000_000_000_000_000_000_000_000_000 + index * 7919),
+        partition_key=str(uuid.UUID(int=index)),
+        arrival=1_795_600_800.123,
+    )
+    return entry + b"\n"
 
 
 def curated_bytes(payloads: Sequence[bytes]) -> float | None:
@@ -246,14 +244,14 @@ def measure(messages: int = 2000, *, batch: int = 100, seed: int = 11) -> Figure
     ledger_ids = [len(i.encode()) for _, ids in recorder.ledgers for i in ids]
     ledger_base = sum(size for size, _ in recorder.ledgers) - sum(ledger_ids)
 
-    entries = [frame(p, i) for i, p in enumerate(payloads)]
+    entries = [frame(p, i).rstrip(b"\n") for i, p in enumerate(payloads)]
     gzipped: dict[int, float] = {}
     for size in MEMBER_SIZES:
-        total = sum(len(gzip.compress(b"".join(entries[s : s + size]), 6)) for s in range(0, len(entries), size))
+        total = sum(len(archive.member(entries[s : s + size])) for s in range(0, len(entries), size))
         gzipped[size] = round(total / len(entries), 1)
     started = time.process_time()
     for s in range(0, len(payloads), batch):
-        gzip.compress(b"".join(frame(p, s + i) for i, p in enumerate(payloads[s : s + batch])), 6)
+        archive.member(frame(p, s + i).rstrip(b"\n") for i, p in enumerate(payloads[s : s + batch]))
     archive_cpu = (time.process_time() - started) / len(payloads)
 
     description = "messageBody.objectValue: 4 is greater than the maximum of 3"
@@ -276,7 +274,7 @@ def measure(messages: int = 2000, *, batch: int = 100, seed: int = 11) -> Figure
         debug_log_bytes_per_message=round(max(0, _log_bytes(debug.getvalue()) - _log_bytes(info_text)) / messages, 1),
         log_compression=round(len(gzip.compress(raw, 6)) / len(raw), 3),
         metric_series=len(series),
-        archive_entry_bytes=round(sum(map(len, entries)) / len(entries), 1),
+        archive_entry_bytes=round(sum(len(e) + 1 for e in entries) / len(entries), 1),  # with its newline
         archive_gzip_bytes=gzipped,
         archive_cpu_per_entry=round(archive_cpu, 7),
         curated_bytes=round(curated_bytes(payloads) or MEASURED.curated_bytes, 1),
