@@ -34,6 +34,7 @@ from rdss.local.runtime import Published, Runtime
 from rdss.rejection import moved_by
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import record_key
+from rdss.sequencer.store import PENDING
 from rdss.topology import RDSS
 
 ROUTED = tuple(c.name for c in RDSS.channels_of("routed"))
@@ -225,9 +226,10 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
                 keys.append(record_key(published.record))
     claims = ldr.get([k for k in keys if k])
 
+    staged = _Staged(runtime)
     accounted = []
     for item in inputs:
-        fates = [_fate(p, claims, routed, rejected) for p in item.published]
+        fates = [staged.check(_fate(p, claims, routed, rejected), p.payload) for p in item.published]
         accounted.append(_combine(item, fates))
     seen = archive.Identities()
     audit_objects, audit_entries = read_archive(runtime, "audit", "audit/", seen)
@@ -241,6 +243,34 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
         unreadable=unreadable,
         audit_repeats=seen.repeats,
     )
+
+
+class _Staged:
+    """Whether a part the broker passed on is held by the sequencer, waiting for the rest of its
+    sequence: its position noted in the sequence's progress (the sequences table) while that
+    is still pending. Only then is "pending" its fate; otherwise it is unaccounted."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.dynamodb = runtime.endpoint.client("dynamodb")
+        self.table = runtime.deployment.table("sequences")
+        self._progress: dict[str, dict[str, Any] | None] = {}
+
+    def check(self, fate: _Fate, payload: bytes) -> _Fate:
+        if fate.outcome != "pending":
+            return fate
+        try:
+            sequence = orjson.loads(payload)["messageHeader"]["messageSequence"]
+            sequence_id, position = str(sequence["sequence"]), int(sequence["position"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return _Fate("unaccounted", [])
+        if sequence_id not in self._progress:
+            key = {"sequence": {"S": sequence_id}}
+            item = self.dynamodb.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+            self._progress[sequence_id] = item.get("Item")
+        progress = self._progress[sequence_id] or {}
+        held = str(position) in progress.get("positions", {}).get("NS", [])
+        waiting = progress.get("status", {}).get("S") == PENDING
+        return fate if held and waiting else _Fate("unaccounted", [])
 
 
 def _rejection(runtime: Runtime, record: bytes) -> tuple[bytes, str | None, str | None] | None:

@@ -264,6 +264,12 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     console.print(
         "[bold]Accounted[/]: "
         + ", ".join(f"{outcomes.get(o, 0)} {o}" for o in ("routed", "invalid", "error", "duplicate", "refused"))
+        + (
+            f", {outcomes['pending']} pending (parts held by the sequencer until the rest of their sequence"
+            " arrives or the sweep times them out)"
+            if outcomes.get("pending")
+            else ""
+        )
         + (f", [red]{outcomes['unaccounted']} unaccounted[/]" if outcomes.get("unaccounted") else "")
         + f" - audit archive: {body['audit']['objects']} object(s), {body['audit']['records']:,} record(s)"
     )
