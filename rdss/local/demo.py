@@ -297,7 +297,7 @@ def _render_analytics(console: Console, analytics: dict[str, Any]) -> None:
     console.print(
         f"[bold]Analytics[/] (the Glue jobs on local Spark, {analytics.get('sparkSeconds')} s): "
         f"{analytics.get('received', 0):,} records received, {analytics.get('messages', 0):,} unique messages, "
-        f"{analytics.get('rejects', {}).get('total', 0)} rejected lines, "
+        f"{analytics.get('rejects', {}).get('total', 0)} rejected records, "
         f"duplicate rate {_percent(analytics.get('duplicates', {}).get('rate'))}, "
         f"{analytics.get('incompleteSequences', 0)} incomplete sequence(s)"
     )
