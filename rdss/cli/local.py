@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rdss import localstate
 from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
 
 
@@ -27,8 +28,8 @@ def register(commands: Any) -> None:
         action="append",
         default=[],
         metavar="NAME:produces|NAME:consumes=CHANNEL,...",
-        help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME --env ENV --endpoint URL "
-        "prints its gateway configuration); repeatable",
+        help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME prints its gateway "
+        "configuration); repeatable",
     )
     up.set_defaults(run=run_up)
 
@@ -88,6 +89,7 @@ def run_up(args: argparse.Namespace) -> int:
         runtime.provision()
         runtime.start()
         deployment = runtime.deployment
+        localstate.record(endpoint, deployment)  # what the other commands find it by, until we stop
         console.rule("[bold]RDSS local runtime")
         console.print(f"endpoint   [cyan]{endpoint.url}[/]  (region {endpoint.region})")
         console.print("point the AWS CLI, boto3 or rdss at it:")
@@ -100,9 +102,7 @@ def run_up(args: argparse.Namespace) -> int:
         console.print("tables: " + ", ".join(deployment.table(t.name) for t in deployment.topology.tables))
         console.print("buckets: " + ", ".join(deployment.bucket(b.name) for b in deployment.topology.buckets))
         for name in vendors:
-            console.print(
-                f"vendor {name}: rdss vendor config {name} --env {deployment.environment} --endpoint {endpoint.url}"
-            )
+            console.print(f"vendor {name}: rdss vendor config {name}")
         # Installed before saying so: whoever reads that line may stop us at once. The handler
         # only notes the signal, and the main thread polls for it: the kernel may deliver
         # SIGTERM to any of the runtime's threads, and Python runs handlers only in the main

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from rdss import MAX_MESSAGE_BYTES
+from rdss import MAX_MESSAGE_BYTES, localstate
 from rdss.amgi.types import Application
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
@@ -67,7 +67,8 @@ class Gateway:
     ) -> None:
         """
         Args:
-            url: the messaging system (default: ``RDSS_GATEWAY_URL``, else ``kinesis://dev``).
+            url: the messaging system (default: ``RDSS_GATEWAY_URL``, else the running local
+                runtime's, :mod:`rdss.localstate`, else ``kinesis://dev``).
             application: names this application's Local Data Repository entries and is the
                 default consumer group (applications each see every message; workers of one
                 application share them out).
@@ -82,7 +83,9 @@ class Gateway:
             URLError: the URL is malformed.
             TransportError: no backend for its scheme.
         """
-        self.url: GatewayURL = parse(url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL)
+        self.url: GatewayURL = parse(
+            url or os.environ.get("RDSS_GATEWAY_URL") or localstate.configured_url() or DEFAULT_URL
+        )
         self.application = application
         self.reply_poll_interval = reply_poll_interval
         self.settings = Settings(
