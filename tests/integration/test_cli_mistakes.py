@@ -245,6 +245,7 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("send-token-missing", "send", VALID, "--url", "memory://x", "--auth-token-file", str(tmp / "no"))
     yield case("send-context-not-json", "send", VALID, "--url", "memory://x", "--context", "{nope")
     yield case("request-dev-zero", "request", big, "--timeout", "1", "--url", "memory://x")
+    yield case("request-not-a-request", "request", VALID, "--url", "memory://x")
     yield case("split-dev-zero", "split", big, "--out", str(tmp / "parts"))
     yield case("split-out-file", "split", VALID, "--out", str(a_file), "--limit", "2000")
     yield case("join-dev-zero", "join", big)
