@@ -50,12 +50,12 @@ from rdss.gateway import (
     URLError,
 )
 from rdss.gateway.backend import StartPosition
+from rdss.gateway.request import DEFAULT_TIMEOUT
 from rdss.logs import message_fields
 
 _APPLICATION = "rdss-cli"
-#: Seconds ``rdss request`` waits for a reply unless told: a responder answers within seconds, and
-#: a command must not wait for ever on one that never will.
-REQUEST_TIMEOUT = 30.0
+#: Seconds ``rdss request`` waits for a reply unless told, as Gateway.request.
+REQUEST_TIMEOUT = DEFAULT_TIMEOUT
 _log = logging.getLogger("rdss.cli")
 
 

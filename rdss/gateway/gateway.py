@@ -241,13 +241,16 @@ class Gateway:
             )
 
     # -- request-reply -------------------------------------------------------------------------
-    def request(self, message: Sendable, timeout: float, *, reply_to: str = "responses") -> Message:
+    def request(
+        self, message: Sendable, timeout: float = request.DEFAULT_TIMEOUT, *, reply_to: str = "responses"
+    ) -> Message:
         """Send a request and return its reply: the message whose correlationId is the
         request's messageId, arriving on the request's returnAddress (set to ``reply_to``
         when the request names none).
 
         Raises:
-            RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError).
+            NotARequest: ``message`` is not a Command a reply answers (a ValueError); nothing is sent.
+            RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError; 30 unless told).
             RequestFailed: the responder answered with a failure reply (:meth:`reply_error`);
                 ``error_code`` and ``error_description`` say why. Raised within a poll interval
                 of the reply's arrival.

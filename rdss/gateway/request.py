@@ -36,11 +36,14 @@ from rdss.topology import RDSS
 from rdss.validation import validate, validate_message
 
 _log = logging.getLogger(__name__)
+#: Seconds a request waits for its reply unless told: a responder answers within seconds, and a
+#: caller must not wait for ever on one that never will.
+DEFAULT_TIMEOUT = 30.0
 
 
 def request(
     message: Sendable,
-    timeout: float,
+    timeout: float = DEFAULT_TIMEOUT,
     *,
     transport: Transport,
     repository: Repository,
