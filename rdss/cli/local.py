@@ -15,10 +15,23 @@ from rdss.cli.common import CommandError, add_logging_options, configure_service
 
 
 def register(commands: Any) -> None:
-    local = commands.add_parser("local", help="run the whole system on this machine (no AWS account, no Docker)")
+    local = commands.add_parser(
+        "local",
+        help="run the whole system on this machine (no AWS account, no Docker)",
+        description="The whole system on this machine: moto's server as AWS (real HTTP, real boto3 calls), the "
+        "streams, tables and buckets of the topology the CDK app deploys, the broker and sequencer behind the "
+        "project's event source mapping, Firehose and the sweep. Needs the local extra.",
+    )
     actions = local.add_subparsers(dest="local", metavar="ACTION", required=True)
 
-    up = actions.add_parser("up", help="start the embedded runtime and serve until interrupted")
+    up = actions.add_parser(
+        "up",
+        help="start the embedded runtime and serve until interrupted",
+        description="Start the local runtime and serve until Ctrl-C or SIGTERM. While it serves, the commands that "
+        "talk to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor, "
+        "analytics) and Gateway() use it when no --url or RDSS_GATEWAY_URL names another: its state file "
+        "($XDG_STATE_HOME/rdss/local.json) says where it is and how to sign in, so no AWS_* export is needed.",
+    )
     up.add_argument("--port", type=int, default=0, help="loopback port for the embedded AWS (default: a free one)")
     up.add_argument("--env", default="local", help="deployment name (default: local)")
     up.add_argument("--shards", type=int, default=2, help="shards per stream (default 2)")
@@ -33,7 +46,15 @@ def register(commands: Any) -> None:
     )
     up.set_defaults(run=run_up)
 
-    demo = actions.add_parser("demo", help="publish a workload, let the system run, report where everything went")
+    demo = actions.add_parser(
+        "demo",
+        help="publish a workload, let the system run, report where everything went",
+        description="Start a fresh local runtime, publish a workload (every message type and class, replies, one "
+        "invalid message per error code, an oversize and an expired message, duplicates, a multi-message sequence; "
+        "or each file of --messages DIR as one record), wait until nothing moves, account for every input from the "
+        "channels, the Local Data Repository and the archives, run the Glue jobs on local Spark (the glue extra and "
+        "a JDK; else they are skipped, saying why) and print the summary. Exit 1 if an input is unaccounted for.",
+    )
     demo.add_argument("--messages", type=Path, metavar="DIR", help="publish each file's bytes as one record instead")
     demo.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report there")
     demo.add_argument("--no-analytics", action="store_true", help="skip the Glue jobs (local Spark)")

@@ -27,7 +27,12 @@ CDK_OUT = Path("cdk.out")
 
 
 def register(commands: Any) -> None:
-    vendor = commands.add_parser("vendor", help="what a vendor needs to connect its gateway")
+    vendor = commands.add_parser(
+        "vendor",
+        help="what a vendor needs to connect its gateway",
+        description="What a vendor (a repository or preservation system declared in cdk.json) configures its Message "
+        "Gateway with, from the deployment's stack or the synthesised template.",
+    )
     actions = vendor.add_subparsers(dest="vendor", metavar="ACTION", required=True)
     config = actions.add_parser(
         "config",
