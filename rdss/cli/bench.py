@@ -250,13 +250,14 @@ def run_glue(args: argparse.Namespace) -> int:
     process (orjson and pyarrow). Needs the glue extra and a Java 17 JDK.
     """
     from rdss.bench import glue
-    from rdss.resources import GlueUnavailable
+    from rdss.resources import GlueUnavailable, glue_jobs_dir
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
     if args.broken_every < 0:
         raise CommandError("--broken-every must be 0 or more")
     try:
+        glue_jobs_dir()  # what is missing is said before minutes of generating an archive for nothing
         figures = glue.run(
             args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
         )
