@@ -79,9 +79,14 @@ def source_tree(target: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return source_tree(tmp_path_factory.mktemp("clone"))
+
+
+@pytest.fixture(scope="session")
+def sdist(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sdist")
-    tree = source_tree(tmp_path_factory.mktemp("clone"))
+    tree = clone
     # --no-isolation: the build backend pinned in the lock is already installed, nothing to fetch
     checked(run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", out, tree, cwd=out))
     [archive] = out.glob("*.tar.gz")

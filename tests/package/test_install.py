@@ -5,6 +5,8 @@ The fixtures (conftest.py) build them once for the suite.
 
 from __future__ import annotations
 
+import shutil
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -87,3 +89,18 @@ def test_the_installed_package_finds_its_files_through_importlib_resources(venv:
     assert examples.endswith("rdss/_examples"), examples
     assert jobs.startswith(site), jobs
     assert jobs.endswith("rdss/_glue_jobs"), jobs
+
+
+def test_pip_install_of_a_checkout_carries_the_same_files(clone: Path, tmp_path: Path) -> None:
+    """README's install line, ``pip install .`` in a clone: the package data comes with it."""
+    checkout = shutil.copytree(clone, tmp_path / "checkout")  # its build products stay out of the shared clone
+    target = tmp_path / "site"
+    flags = ("--quiet", "--no-deps", "--no-build-isolation", "--target", target)
+    checked(run(sys.executable, "-m", "pip", "install", *flags, ".", cwd=checkout))
+    for data, source in (("_schemas", ROOT / "schemas"), ("_examples", EXAMPLES), ("_glue_jobs", ROOT / "glue_jobs")):
+        shipped = {p.relative_to(source) for p in source.rglob("*.json")} | {
+            p.relative_to(source) for p in source.glob("*.py")
+        }
+        assert shipped, source
+        installed = {p.relative_to(target / "rdss" / data) for p in (target / "rdss" / data).rglob("*")}
+        assert shipped <= installed, sorted(shipped - installed)
