@@ -113,7 +113,8 @@ def run_up(args: argparse.Namespace) -> int:
         localstate.record(endpoint, deployment)  # what the other commands find it by, until we stop
         console.rule("[bold]RDSS local runtime")
         console.print(f"endpoint   [cyan]{endpoint.url}[/]  (region {endpoint.region})")
-        console.print("point the AWS CLI, boto3 or rdss at it:")
+        console.print(f"rdss and Gateway() find it by themselves (state file {localstate.state_file()});")
+        console.print("point the AWS CLI or boto3 at it (or rdss under another state directory):")
         for name, value in endpoint.environment().items():
             console.print(f"  export {name}={value}")
         console.print(f"  export RDSS_GATEWAY_URL='kinesis://{deployment.environment}?endpoint={endpoint.url}'")
