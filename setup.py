@@ -1,4 +1,4 @@
-"""The build steps pyproject.toml cannot express: the packaged schemas and environments."""
+"""The build step pyproject.toml cannot express: the files the package carries from outside rdss/."""
 
 import shutil
 from pathlib import Path
@@ -6,16 +6,35 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
+#: source tree -> where an installed package finds it (rdss.schemas, rdss.resources)
+PACKAGE_DATA = {
+    "schemas": "_schemas",
+    # the example messages: rdss tour, rdss local demo's workload
+    "examples/messages": "_examples",
+    # the Glue jobs and their Java sources (the jar is built on first use against the installed
+    # pyspark: rdss.resources), for rdss local demo, rdss analytics and rdss bench glue
+    "glue_jobs": "_glue_jobs",
+}
 
-class BuildWithSchemas(build_py):
-    """Copies schemas/ into the package (rdss/_schemas) so an installed wheel carries them, and
-    cdk.json (rdss/_cdk.json) so `rdss bench cost --env ENV` prices the environments it defines."""
+
+class BuildWithData(build_py):
+    """Copies PACKAGE_DATA into the package so an installed wheel carries it (an editable
+    install reads the source tree itself), and cdk.json (rdss/_cdk.json) so `rdss bench cost
+    --env ENV` prices the environments it defines."""
 
     def run(self) -> None:
         super().run()
-        if not self.editable_mode:
-            shutil.copytree("schemas", Path(self.build_lib, "rdss", "_schemas"), dirs_exist_ok=True)
-            shutil.copyfile("cdk.json", Path(self.build_lib, "rdss", "_cdk.json"))
+        if self.editable_mode:
+            return
+        for source, target in PACKAGE_DATA.items():
+            shutil.copytree(
+                source,
+                Path(self.build_lib, "rdss", target),
+                dirs_exist_ok=True,
+                # build products: the jar and the class-data-sharing archive of make setup
+                ignore=shutil.ignore_patterns("__pycache__", "*.py[cod]", "lib"),
+            )
+        shutil.copyfile("cdk.json", Path(self.build_lib, "rdss", "_cdk.json"))
 
 
-setup(cmdclass={"build_py": BuildWithSchemas})
+setup(cmdclass={"build_py": BuildWithData})

@@ -16,6 +16,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 
+from rdss import localstate
 from rdss.awserrors import ClientConfigurationError
 
 #: Standard retry mode (exponential backoff with jitter, throttling-aware), bounded timeouts:
@@ -30,13 +31,18 @@ CLIENT_CONFIG = Config(
 
 def client(service: str, session: boto3.Session | None = None, **kwargs: Any) -> Any:
     """A boto3 client for ``service`` with the project's retry and timeout settings (from
-    ``session``'s credentials if given, else boto3's default chain).
+    ``session``'s credentials if given, else boto3's default chain; aimed at the running local
+    runtime's endpoint, the region and credentials its state file records, :mod:`rdss.localstate`).
 
     Raises:
         ClientConfigurationError: the endpoint (``AWS_ENDPOINT_URL``...) is not a URL.
         NoRegionError: no region is configured.
     """
     kwargs.setdefault("config", CLIENT_CONFIG)
+    if session is None:
+        # aimed at the running local runtime: its region and credentials, without the AWS_* exports
+        endpoint = kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL")
+        kwargs = {**localstate.client_settings(endpoint), **kwargs}
     try:
         return (session or boto3).client(service, **kwargs)
     except ValueError as error:  # botocore's "Invalid endpoint: garbage", from the environment
@@ -84,7 +90,8 @@ def assumed_session(
     A vendor's gateway runs this way: its own credentials only let it assume its role in the
     deployment's account (``rdss vendor config`` prints the role and external ID).
     """
-    source = boto3.Session(region_name=region)
+    local = localstate.client_settings(endpoint or os.environ.get("AWS_ENDPOINT_URL"))
+    source = boto3.Session(**{**local, **({"region_name": region} if region else {})})
     sts_kwargs: dict[str, Any] = {"config": CLIENT_CONFIG}
     if endpoint:
         sts_kwargs["endpoint_url"] = endpoint

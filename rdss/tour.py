@@ -1,4 +1,4 @@
-"""``rdss tour`` (from a checkout): the message model end to end, offline, with a readable summary.
+"""``rdss tour``: the message model end to end, offline, with a readable summary.
 
 Classifies the repository's example messages, a realistic generated workload, splits a
 large deposit into a sequence and reassembles it out of order, and decorates an invalid
@@ -18,20 +18,20 @@ from rich.console import Console
 from rich.table import Table
 
 from rdss import decoration
+from rdss.resources import examples_dir
 from rdss.sequences import Reassembler, split
 from rdss.validation import validate
 from rdss.workload import Workload
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "messages"
 
 
 def run(args: argparse.Namespace) -> int:
     console = Console()
     console.rule("[bold]RDSS Message API 3.0.2: the message model")
-    failures = _examples(console, args.examples or EXAMPLES)
+    examples = args.examples or examples_dir()
+    failures = _examples(console, examples)
     _workload(console, args.messages)
     failures += _sequence(console)
-    failures += _decoration(console, args.examples or EXAMPLES)
+    failures += _decoration(console, examples)
     console.rule("[bold green]done" if not failures else f"[bold red]{failures} unexpected results")
     return 0 if not failures else 1
 

@@ -26,10 +26,7 @@ import orjson
 
 from rdss.bench.glue_archive import Archive, write_archive
 from rdss.bench.glue_inprocess import compact_in_process
-
-ROOT = Path(__file__).resolve().parents[2]
-JOBS = ROOT / "glue_jobs"
-COMPACTION_JOB = JOBS / "audit_compaction.py"
+from rdss.resources import glue_jobs_dir
 
 # -- the benchmark -----------------------------------------------------------------------------------
 
@@ -73,9 +70,11 @@ class Figures:
 
 
 def run_job(
-    archive_root: Path, output: Path, *, errors: Path | None = None, script: Path = COMPACTION_JOB
+    archive_root: Path, output: Path, *, errors: Path | None = None, script: Path | None = None
 ) -> tuple[float, dict[str, int]]:
-    """Run a job script as a user would, in a fresh process; its wall-clock seconds and counts."""
+    """Run a job script (default: the compaction) as a user would, in a fresh process; its
+    wall-clock seconds and counts."""
+    script = script or glue_jobs_dir() / "audit_compaction.py"
     arguments = ["--input", str(archive_root), "--output", str(output)]
     if errors is not None:
         arguments += ["--errors", str(errors)]

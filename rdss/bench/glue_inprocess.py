@@ -19,10 +19,7 @@ from typing import Any
 import orjson
 
 from rdss import archive, decoration, timestamps
-
-ROOT = Path(__file__).resolve().parents[2]
-JOBS = ROOT / "glue_jobs"
-COMPACTION_JOB = JOBS / "audit_compaction.py"
+from rdss.resources import glue_jobs_source
 
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\Z"
@@ -32,7 +29,7 @@ _INT32 = range(-(2**31), 2**31)
 
 def load_schema() -> ModuleType:
     """``glue_jobs/schema.py``, the table definitions the jobs and the CDK app share."""
-    spec = importlib.util.spec_from_file_location("rdss_glue_schema", JOBS / "schema.py")
+    spec = importlib.util.spec_from_file_location("rdss_glue_schema", glue_jobs_source() / "schema.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""``rdss archive URL --to DIR|s3://BUCKET[/PREFIX]``: the Audit Log where there is no Firehose.
+"""``rdss archive [--url URL] --to DIR|s3://BUCKET[/PREFIX]``: the Audit Log where there is no Firehose.
 
 Exit codes: 0 stopped (interrupted, idle, or the count reached); 2 usage, or the messaging system
 or the target unreachable at start.
@@ -17,8 +17,10 @@ from rdss.cli.common import (
     USAGE,
     CommandError,
     add_command,
+    add_deployment_option,
     add_service_options,
     configure_service_logging,
+    deployment_url,
     number,
     report,
     seconds,
@@ -35,7 +37,7 @@ def register(commands: Any) -> None:
         run_archive,
         help="archive every message of a RabbitMQ (or memory) messaging system, as the archiver does on Kinesis",
     )
-    archive.add_argument("url", metavar="URL", help="the messaging system, e.g. amqp://user:password@host/%%2F")
+    add_deployment_option(archive)
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]")
     archive.add_argument("--group", default="audit", help="the consumer group of the Wire Tap (default: audit)")
     archive.add_argument(
@@ -48,7 +50,8 @@ def register(commands: Any) -> None:
 
 
 def run_archive(args: argparse.Namespace) -> int:
-    """Read every message dispatched at URL (the input channel: on RabbitMQ a Wire Tap queue of each messageType, bound
+    """Read every message dispatched in the messaging system --url names (else $RDSS_GATEWAY_URL, e.g.
+    amqp://user:password@host/%2F; the input channel: on RabbitMQ a Wire Tap queue of each messageType, bound
     to both exchanges, under the consumer group GROUP) and write objects of gzip members of archive entries (each
     record's exact bytes and identity) under audit/year=/month=/day=/hour=/ to a directory or an S3 bucket: what the
     archiver writes through Firehose on Kinesis, read by the same readers. Start it before traffic: like every
@@ -66,8 +69,9 @@ def run_archive(args: argparse.Namespace) -> int:
         raise CommandError(f"--to {args.target}: {error.strerror or error}") from error
     except (ValueError, BotoCoreError) as error:
         raise CommandError(str(error)) from error
+    url = deployment_url(args.url)
     with unreachable_is_usage():
-        gateway = Gateway(args.url, application=args.group)
+        gateway = Gateway(url, application=args.group)
     stop = stop_on_signals()
     with gateway:
         with unreachable_is_usage():
@@ -78,7 +82,7 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        print(f"archiving every message of {redact(args.url)} to {sink}", file=sys.stderr, flush=True)
+        print(f"archiving every message of {redact(url)} to {sink}", file=sys.stderr, flush=True)
         try:
             stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
         except (ClientError, BotoCoreError, OSError) as error:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import inspect
 import statistics
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -22,9 +24,10 @@ def register(commands: Any) -> None:
     kinds = bench.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
 
     def benchmark(name: str, summary: str, run: Any, size: tuple[str, int, str]) -> Any:
-        """A benchmark's parser: its size option (flag, default, what is counted), --json, run."""
+        """A benchmark's parser: its size option (flag, default, what is counted), --json, run
+        (whose docstring is its description)."""
         flag, default, what = size
-        parser = kinds.add_parser(name, help=summary)
+        parser = kinds.add_parser(name, help=summary, description=inspect.getdoc(run))
         parser.add_argument(
             flag, type=whole_number(1, 100_000_000), default=default, metavar="N", help=f"{what} (default {default:,})"
         )
@@ -157,7 +160,11 @@ def register(commands: Any) -> None:
     cost.add_argument("--json", action="store_true", help="print the bill as JSON")
     cost.set_defaults(run=run_cost)
 
-    coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
+    coldstart = kinds.add_parser(
+        "coldstart",
+        help="each Lambda asset's zipped size and cold import time (Python 3.12; from a checkout)",
+        description=inspect.getdoc(run_coldstart),
+    )
     coldstart.add_argument(
         "--rounds", type=whole_number(1, 1000), default=7, metavar="N", help="fresh processes per figure (default 7)"
     )
@@ -171,6 +178,11 @@ def register(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    """Time the classifier (rdss.validation.validate) on realistic generated messages, beside orjson's parse alone
+    and the reference validator (jsonschema Draft 4 with formats over the published RDSS 3.0.2 schemas, which are not
+    part of this package: --reference-schemas DIR, $RDSS_REFERENCE_SCHEMAS, else ../shared/rdss-spec-3.0.2 beside a
+    checkout; without them the reference is left out, as with --no-reference). The median of --rounds passes.
+    """
     from rdss.bench import reference, validate
 
     _at_least_one(args, "messages")
@@ -178,7 +190,11 @@ def run_validate(args: argparse.Namespace) -> int:
     if not args.no_reference:
         location = args.reference_schemas or reference.default_location()
         if location is None:
-            raise CommandError("published schemas not found: pass --reference-schemas DIR or --no-reference")
+            print(
+                "rdss bench validate: the published schemas are not here (--reference-schemas DIR or "
+                "$RDSS_REFERENCE_SCHEMAS): measuring without the reference validator, as --no-reference",
+                file=sys.stderr,
+            )
     figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
     if _printed_as_json(args, figures.as_dict()):
         return 0
@@ -197,6 +213,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_archive(args: argparse.Namespace) -> int:
+    """Frame N realistic messages as archive entries, as the archiver does, and pack them into gzip members:
+    bytes per entry, per member and as Firehose bills them (5 KB steps per record), and the CPU per entry."""
     _at_least_one(args, "messages")
     return _shown(args, _bench("archive").run(args.messages, seed=args.seed), _archive_text)
 
@@ -220,6 +238,11 @@ def _archive_text(figures: Any) -> Iterator[str]:
 
 
 def run_broker(args: argparse.Namespace) -> int:
+    """Invoke the broker handler - the AMGI app behind the Kinesis adaptor, exactly as deployed - on realistic
+    event-source-mapping events of --batch records, against the embedded emulator (real HTTP for every AWS call; the
+    local extra) or, with --stub-aws, clients answering in memory (the broker's own CPU cost). Records/s and AWS
+    calls per 1,000 messages.
+    """
     _at_least_one(args, "records", "batch")
     return _shown(args, _bench("broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
 
@@ -231,6 +254,10 @@ def _broker_text(figures: Any) -> Iterator[str]:
 
 
 def run_send(args: argparse.Namespace) -> int:
+    """Send N messages through Gateway.send_all as a vendor's application does (classified, recorded TO_SEND and SENT
+    in its own Local Data Repository, batched PutRecords) against the embedded emulator (the local extra), or
+    $AWS_ENDPOINT_URL when set. Messages/s and calls per 1,000 messages.
+    """
     _at_least_one(args, "messages", "shards")
     figures = _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic, journal=args.journal)
     return _shown(args, figures, _send_text)
@@ -277,10 +304,17 @@ def _window(text: str) -> float:
 
 
 def run_amqp(args: argparse.Namespace) -> int:
+    """Time the RabbitMQ backend on a real broker (--url or $RDSS_AMQP_URL; from a checkout, a private node is started
+    when neither is given): send_all with Mosaic envelopes and plain RDSS JSON, the transport alone with publisher
+    confirms, one publish and confirm at a time (the baseline), and receiving through a gateway. The amqp extra.
+    """
     return _rates(args, lambda amqp: amqp.run(args.messages, url=args.url, realistic=not args.small))
 
 
 def run_bridge(args: argparse.Namespace) -> int:
+    """Time the Messaging Bridge moving N messages Kinesis (the embedded emulator) -> RabbitMQ (--url or
+    $RDSS_AMQP_URL; from a checkout, a private node when neither is given) and back. The amqp and local extras.
+    """
     return _rates(args, lambda amqp: amqp.run_bridge(args.messages, url=args.url))
 
 
@@ -331,7 +365,13 @@ def _print_rates(args: argparse.Namespace, figures: Any) -> int:
 
 
 def run_glue(args: argparse.Namespace) -> int:
+    """Generate an audit archive as Firehose writes it (duplicates, malformed lines, sequences, broken copies the
+    broker refused and the errors archive saying so), then time the audit compaction job on it as a user runs it
+    (local Spark, start-up included), on a quarter of it to show how the cost grows, and the same work in one Python
+    process (orjson and pyarrow). Needs the glue extra and a Java 17 JDK.
+    """
     from rdss.bench import glue
+    from rdss.resources import GlueUnavailable, glue_jobs_dir
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
@@ -339,14 +379,18 @@ def run_glue(args: argparse.Namespace) -> int:
         raise CommandError("--broken-every must be 0 or more")
     if args.repeat_every < 0:
         raise CommandError("--repeat-every must be 0 or more")
-    figures = glue.run(
-        args.records,
-        seed=args.seed,
-        workdir=args.workdir,
-        keep=args.keep,
-        broken_every=args.broken_every,
-        repeat_every=args.repeat_every,
-    )
+    try:
+        glue_jobs_dir()  # what is missing is said before minutes of generating an archive for nothing
+        figures = glue.run(
+            args.records,
+            seed=args.seed,
+            workdir=args.workdir,
+            keep=args.keep,
+            broken_every=args.broken_every,
+            repeat_every=args.repeat_every,
+        )
+    except GlueUnavailable as error:
+        raise CommandError(str(error)) from error
     if _printed_as_json(args, figures.as_dict()):
         return 0
     counts = figures.counts
@@ -422,10 +466,22 @@ def run_cost(args: argparse.Namespace) -> int:
 
 
 def run_coldstart(args: argparse.Namespace) -> int:
+    """Build each Lambda asset as cdk synth builds it (stacks/bundling.py) and import its handler in fresh Python 3.12
+    processes, beside importing boto3 alone from the same asset: zipped size and cold import time, the median of
+    --rounds. It measures what the CDK app builds from the source tree, so it runs from a checkout (make setup), not
+    from an installed package.
+    """
     from rdss.bench import coldstart
 
     _at_least_one(args, "rounds")
-    figures = coldstart.run(args.rounds, logs=args.logs)
+    try:
+        figures = coldstart.run(args.rounds, logs=args.logs)
+    except ModuleNotFoundError as error:
+        if error.name is None or not error.name.startswith("stacks"):
+            raise
+        raise CommandError(
+            "it measures the Lambda assets the CDK app (stacks/) builds: run it from a checkout, after make setup"
+        ) from error
     if _printed_as_json(args, [f.as_dict() for f in figures]):
         return 0
     print(

@@ -1,4 +1,5 @@
-"""``rdss bridge SOURCE_URL TARGET_URL``: the Messaging Bridge between two messaging systems.
+"""``rdss bridge [--url URL] --to OTHER_URL | --from OTHER_URL``: the Messaging Bridge between a
+deployment and another messaging system.
 
 Exit codes: 0 stopped (interrupted, idle, or the count reached); 2 a URL is malformed or a
 messaging system unreachable at start. Once running, a side that drops is retried, not fatal.
@@ -16,8 +17,10 @@ from rdss.cli.common import (
     USAGE,
     CommandError,
     add_command,
+    add_deployment_option,
     add_service_options,
     configure_service_logging,
+    deployment_url,
     report,
     seconds,
     stop_on_signals,
@@ -29,8 +32,10 @@ from rdss.display import redact
 
 def register(commands: Any) -> None:
     bridge = add_command(commands, "bridge", run_bridge, help="move messages between Kinesis and RabbitMQ (or memory)")
-    bridge.add_argument("source", metavar="SOURCE_URL")
-    bridge.add_argument("target", metavar="TARGET_URL")
+    add_deployment_option(bridge)
+    direction = bridge.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--to", dest="to_url", metavar="OTHER_URL", help="out of the deployment into OTHER_URL")
+    direction.add_argument("--from", dest="from_url", metavar="OTHER_URL", help="from OTHER_URL into the deployment")
     bridge.add_argument(
         "--channel",
         dest="channels",
@@ -60,19 +65,23 @@ def register(commands: Any) -> None:
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    """Read CHANNELs from SOURCE_URL as a consumer group and send every message to the same channel at TARGET_URL: at
-    least once, messages the bridge already sent are dropped, a side that drops its connection is retried. E.g. rdss
-    bridge kinesis://dev amqp://guest:guest@localhost/%%2F
+    """Read CHANNELs from one messaging system as a consumer group and send every message to the same channel of the
+    other: out of the deployment (--url, else $RDSS_GATEWAY_URL, else the running local runtime's) into OTHER_URL
+    with --to, or from OTHER_URL into the deployment with --from. At least once: messages the bridge already sent are
+    dropped, a side that drops its connection is retried. E.g. rdss bridge --url kinesis://dev --to
+    amqp://guest:guest@localhost/%2F
     """
     from rdss.bridge import DEFAULT_CHANNELS, open_bridge
 
     configure_service_logging(args, args.group)
     channels = args.channels or list(DEFAULT_CHANNELS)
+    deployment = deployment_url(args.url)
+    source, target = (deployment, args.to_url) if args.to_url is not None else (args.from_url, deployment)
     try:
         with unreachable_is_usage():
             bridge = open_bridge(
-                args.source,
-                args.target,
+                source,
+                target,
                 channels,
                 group=args.group,
                 declare=args.declare,
@@ -82,9 +91,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as error:
         raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
     stop = stop_on_signals()
-    print(
-        f"bridging {', '.join(channels)}: {redact(args.source)} -> {redact(args.target)}", file=sys.stderr, flush=True
-    )
+    print(f"bridging {', '.join(channels)}: {redact(source)} -> {redact(target)}", file=sys.stderr, flush=True)
     stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
     summary = (
         f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "

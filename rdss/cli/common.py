@@ -12,14 +12,18 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from rdss.display import printable, printable_json
 from rdss.logs import FORMATS, LogSettings, configure, parse_level
+
+if TYPE_CHECKING:
+    from rdss.gateway.url import GatewayURL
+    from rdss.topology import Deployment
 
 USAGE = 2
 INVALID = 1
@@ -83,9 +87,9 @@ def deployment_url(url: str | None) -> str:
     named = url or os.environ.get("RDSS_GATEWAY_URL") or configured_url()
     if not named:
         raise CommandError(
-            "no deployment named: give --url URL or set RDSS_GATEWAY_URL, e.g. "
-            "kinesis://ENV?region=REGION (rdss vendor config prints a vendor's; rdss local up prints the local "
-            "runtime's), amqp://USER@HOST/VHOST or memory://NAME",
+            "no deployment named: give --url URL or set RDSS_GATEWAY_URL, e.g. kinesis://ENV?region=REGION "
+            "(rdss vendor config prints a vendor's), amqp://USER@HOST/VHOST or memory://NAME; or start rdss local up, "
+            "whose deployment the commands then use",
             USAGE,
         )
     return named
@@ -93,11 +97,64 @@ def deployment_url(url: str | None) -> str:
 
 def configured_url() -> str | None:
     """The URL this host was configured with when neither ``--url`` nor ``$RDSS_GATEWAY_URL``
-    names one; None for now.
+    names one: the running local runtime's (the state file ``rdss local up`` writes,
+    :mod:`rdss.localstate`), else None.
 
-    The one place where a configured deployment is looked up (the state file ``rdss local up``
-    will write goes here), so that every command finds it the same way."""
-    return None
+    The one place where a configured deployment is looked up, so that every command finds it the
+    same way."""
+    from rdss.localstate import configured_url as local_runtime_url
+
+    return local_runtime_url()
+
+
+@dataclass(frozen=True)
+class AwsDeployment:
+    """A Kinesis deployment a command reaches through its AWS resources (streams, tables, buckets,
+    queues, the stack): the URL that named it, its names, and how to make its clients."""
+
+    url: GatewayURL
+    deployment: Deployment
+    #: ``endpoint_url`` and ``region_name`` of its clients, from the URL (boto3's own otherwise)
+    options: dict[str, str]
+
+    def client(self, service: str) -> Any:
+        """A client of ``service`` there (the local runtime's credentials if it is the local runtime's)."""
+        from rdss.aws import client
+
+        return client(service, **self.options)
+
+
+def aws_deployment(url: str | None, command: str) -> AwsDeployment:
+    """The Kinesis deployment ``--url`` names (else ``$RDSS_GATEWAY_URL``, else the running local
+    runtime's): ``kinesis://ENV?region=&endpoint=&prefix=``.
+
+    Raises:
+        CommandError: none named, a malformed URL, or not a kinesis:// one (usage).
+    """
+    from rdss.gateway.url import URLError, parse
+    from rdss.topology import Deployment
+
+    try:
+        parsed = parse(deployment_url(url))
+    except URLError as error:
+        raise CommandError(str(error)) from error
+    if parsed.scheme != "kinesis":
+        raise CommandError(f"rdss {command} works on a Kinesis deployment (kinesis://ENV), not {parsed.scheme}://")
+    options = {
+        key: value
+        for key, value in (("endpoint_url", parsed.param("endpoint")), ("region_name", parsed.param("region")))
+        if value
+    }
+    return AwsDeployment(parsed, Deployment(parsed.name, prefix=parsed.param("prefix") or "rdss"), options)
+
+
+def add_deployment_option(parser: argparse.ArgumentParser) -> None:
+    """``--url``: the deployment, as every command that talks to one takes it."""
+    parser.add_argument(
+        "--url",
+        help="the deployment's gateway URL, e.g. kinesis://prod?region=eu-west-2 (default: $RDSS_GATEWAY_URL, "
+        "else the running local runtime's)",
+    )
 
 
 def add_command(
@@ -173,7 +230,7 @@ def add_gateway_options(parser: argparse.ArgumentParser, application: str) -> No
     """``--url`` and ``--application``, for ``Gateway(deployment_url(args.url), application=args.application)``
     (:func:`deployment_url`: ``--url``, else ``$RDSS_GATEWAY_URL``, else exit 2).
     """
-    parser.add_argument("--url", help="gateway URL (default: $RDSS_GATEWAY_URL)")
+    add_deployment_option(parser)
     parser.add_argument("--application", default=application, help=f"application name (default: {application})")
     add_logging_options(parser)
 

@@ -42,6 +42,7 @@ from rdss.gateway import (
     Gateway,
     GatewayError,
     MessageRefused,
+    NotARequest,
     RequestFailed,
     RequestTimeout,
     SendFailed,
@@ -49,9 +50,12 @@ from rdss.gateway import (
     URLError,
 )
 from rdss.gateway.backend import StartPosition
+from rdss.gateway.request import DEFAULT_TIMEOUT
 from rdss.logs import message_fields
 
 _APPLICATION = "rdss-cli"
+#: Seconds ``rdss request`` waits for a reply unless told, as Gateway.request.
+REQUEST_TIMEOUT = DEFAULT_TIMEOUT
 _log = logging.getLogger("rdss.cli")
 
 
@@ -82,7 +86,13 @@ def register(commands: Any) -> None:
 
     ask = add_command(commands, "request", run_request, help="send a request and print its reply")
     ask.add_argument("file", metavar="FILE")
-    ask.add_argument("--timeout", type=_positive_float, required=True, metavar="S")
+    ask.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=REQUEST_TIMEOUT,
+        metavar="S",
+        help=f"seconds to wait for the reply (default {REQUEST_TIMEOUT:g})",
+    )
     ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
     ask.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(ask, _APPLICATION)
@@ -153,7 +163,8 @@ def run_tail(args: argparse.Namespace) -> int:
 def run_request(args: argparse.Namespace) -> int:
     """Send the request in FILE (a MetadataRead or VocabularyRead Command) with a returnAddress and print the reply
     whose correlationId is its messageId. Exit 1 if none arrives within the timeout, or if the reply is a failure
-    reply (its errorCode is printed).
+    reply (its errorCode is printed); exit 2, sending nothing, if FILE is not a request (a Command that expects a
+    reply: use rdss send for the others).
     """
     configure_service_logging(args, args.application)
     payload = _read(args.file)
@@ -162,6 +173,8 @@ def run_request(args: argparse.Namespace) -> int:
             reply = gateway.request(payload, args.timeout, reply_to=args.reply_to)
         except MessageRefused as refused:
             raise CommandError(f"{args.file}: {refused}", INVALID) from refused
+        except NotARequest as wrong:
+            raise CommandError(f"{args.file}: {wrong}", USAGE) from wrong
         except RequestFailed as failed:  # the reply itself on stdout, the code on stderr
             print_json(failed.reply, indent=True)
             raise CommandError(f"the request failed: {failed}", INVALID) from failed

@@ -11,11 +11,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rdss import localstate
 from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
 
 
 def register(commands: Any) -> None:
-    local = commands.add_parser("local", help="run the whole system on this machine (no AWS account, no Docker)")
+    local = commands.add_parser(
+        "local",
+        help="run the whole system on this machine (no AWS account, no Docker)",
+        description="The whole system on this machine: moto's server as AWS (real HTTP, real boto3 calls), the "
+        "streams, tables and buckets of the topology the CDK app deploys, the broker and sequencer behind the "
+        "project's event source mapping, Firehose and the sweep. Needs the local extra.",
+    )
     actions = local.add_subparsers(dest="local", metavar="ACTION", required=True)
 
     up = actions.add_parser(
@@ -23,7 +30,10 @@ def register(commands: Any) -> None:
         help="start the embedded runtime and serve until interrupted",
         description="Start the embedded runtime (moto's server, the processors, Firehose, the sweep) and serve until "
         "interrupted. State is kept on disk: after a crash or a stop, the next start on the same --state has every "
-        "message it acknowledged, and takes connections only once it has.",
+        "message it acknowledged, and takes connections only once it has. While it serves, the commands that talk "
+        "to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor, analytics) and "
+        "Gateway() use it when no --url or RDSS_GATEWAY_URL names another: its state file "
+        "($XDG_STATE_HOME/rdss/local.json) says where it is and how to sign in, so no AWS_* export is needed.",
     )
     up.add_argument(
         "--port", type=_port, default=0, help="loopback port for the embedded AWS, 0-65535 (default 0: a free one)"
@@ -53,12 +63,20 @@ def register(commands: Any) -> None:
         action="append",
         default=[],
         metavar="NAME:produces|NAME:consumes=CHANNEL,...",
-        help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME --env ENV --endpoint URL "
-        "prints its gateway configuration); repeatable",
+        help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME prints its gateway "
+        "configuration); repeatable",
     )
     up.set_defaults(run=run_up)
 
-    demo = actions.add_parser("demo", help="publish a workload, let the system run, report where everything went")
+    demo = actions.add_parser(
+        "demo",
+        help="publish a workload, let the system run, report where everything went",
+        description="Start a fresh local runtime, publish a workload (every message type and class, replies, one "
+        "invalid message per error code, an oversize and an expired message, duplicates, a multi-message sequence; "
+        "or each file of --messages DIR as one record), wait until nothing moves, account for every input from the "
+        "channels, the Local Data Repository and the archives, run the Glue jobs on local Spark (the glue extra and "
+        "a JDK; else they are skipped, saying why) and print the summary. Exit 1 if an input is unaccounted for.",
+    )
     demo.add_argument("--messages", type=Path, metavar="DIR", help="publish each file's bytes as one record instead")
     demo.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report there")
     demo.add_argument("--no-analytics", action="store_true", help="skip the Glue jobs (local Spark)")
@@ -138,6 +156,7 @@ def run_up(args: argparse.Namespace) -> int:
             endpoint = emulator.open()
         except PortUnavailable as error:
             raise CommandError(f"--port: {error}") from error
+        localstate.record(endpoint, runtime.deployment)  # what the other commands find it by, until we stop
         _banner(endpoint, runtime, state.path, recovery, vendors)
         # Installed before saying so: whoever reads that line may stop us at once. The handler
         # only notes the signal, and the main thread polls for it: the kernel may deliver
@@ -174,7 +193,8 @@ def _banner(endpoint: Any, runtime: Any, state: Path, recovery: Any, vendors: di
     else:
         kept = "new"
     console.print(f"state      {state}  ({kept})", highlight=False)
-    console.print("point the AWS CLI, boto3 or rdss at it:")
+    console.print(f"rdss and Gateway() find it by themselves (state file {localstate.state_file()});")
+    console.print("point the AWS CLI or boto3 at it (or rdss under another state directory):")
     for name, value in endpoint.environment().items():
         console.print(f"  export {name}={value}")
     console.print(f"  export RDSS_GATEWAY_URL='kinesis://{deployment.environment}?endpoint={endpoint.url}'")
@@ -184,9 +204,7 @@ def _banner(endpoint: Any, runtime: Any, state: Path, recovery: Any, vendors: di
     console.print("tables: " + ", ".join(deployment.table(t.name) for t in deployment.topology.tables))
     console.print("buckets: " + ", ".join(deployment.bucket(b.name) for b in deployment.topology.buckets))
     for name in vendors:
-        console.print(
-            f"vendor {name}: rdss vendor config {name} --env {deployment.environment} --endpoint {endpoint.url}"
-        )
+        console.print(f"vendor {name}: rdss vendor config {name}")
 
 
 #: Seven streams of 50 shards hold 350, within an account's default quota of 500 shards.

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.awserrors import describe
-from rdss.cli.common import INVALID, CommandError, add_command
+from rdss.cli.common import INVALID, AwsDeployment, CommandError, add_command, add_deployment_option, aws_deployment
 from rdss.display import printable
 from rdss.topology import RDSS, Deployment
 
@@ -18,10 +17,7 @@ def register(commands: Any) -> None:
     parser = add_command(
         commands, "redrive", run, help="put the batches Lambda parked in the on-failure queues back on their channel"
     )
-    parser.add_argument(
-        "--env", default=os.environ.get("RDSS_ENV"), required="RDSS_ENV" not in os.environ, help="the deployment"
-    )
-    parser.add_argument("--prefix", default="rdss", help="resource name prefix (default rdss)")
+    add_deployment_option(parser)
     parser.add_argument(
         "--processor",
         action="append",
@@ -29,8 +25,6 @@ def register(commands: Any) -> None:
         help="only this processor's queue (repeatable; default: all)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
-    parser.add_argument("--endpoint", help="AWS endpoint URL (default: $AWS_ENDPOINT_URL, else AWS itself)")
-    parser.add_argument("--region", help="AWS region (default: boto3's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,27 +33,18 @@ def run(args: argparse.Namespace) -> int:
     deletes the pointer once they are accepted. Repeating it is harmless: the broker de-duplicates, readers of the
     archive count a record once. Exit 1 when anything could not be recovered.
     """
-    from rdss.aws import client
     from rdss.redrive import Redriver
 
-    kwargs: dict[str, Any] = {}
-    if args.endpoint:
-        kwargs["endpoint_url"] = args.endpoint
-    if args.region:
-        kwargs["region_name"] = args.region
-
-    def clients(service: str) -> Any:
-        return client(service, **kwargs)
-
+    target = aws_deployment(args.url, "redrive")
     try:
-        deployment = _deployment(args.env, args.prefix, clients)
+        deployment = _deployment(target)
         redriver = Redriver(
             deployment,
-            sqs=clients("sqs"),
-            kinesis=clients("kinesis"),
-            s3=clients("s3"),
-            dynamodb=clients("dynamodb"),
-            firehose=clients("firehose"),
+            sqs=target.client("sqs"),
+            kinesis=target.client("kinesis"),
+            s3=target.client("s3"),
+            dynamodb=target.client("dynamodb"),
+            firehose=target.client("firehose"),
         )
         report = redriver.run(args.processor, dry_run=args.dry_run)
     except LookupError as error:
@@ -71,13 +56,13 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else INVALID
 
 
-def _deployment(environment: str, prefix: str, clients: Any) -> Deployment:
+def _deployment(target: AwsDeployment) -> Deployment:
     """The deployment's names. CloudFormation names the buckets, so their names are read from a
     processor's configuration (the variables the functions get); without one (the embedded
     emulator) the topology's own names stand."""
-    deployment = Deployment(environment, prefix=prefix)
+    deployment = target.deployment
     try:
-        configuration = clients("lambda").get_function_configuration(FunctionName=deployment.function("broker"))
+        configuration = target.client("lambda").get_function_configuration(FunctionName=deployment.function("broker"))
     except (ClientError, BotoCoreError):
         return deployment
     variables = (configuration.get("Environment") or {}).get("Variables") or {}
@@ -86,4 +71,4 @@ def _deployment(environment: str, prefix: str, clients: Any) -> Deployment:
         for b in RDSS.buckets
         if f"RDSS_BUCKET_{b.name.upper()}" in variables
     }
-    return Deployment(environment, prefix=prefix, bucket_names=buckets)
+    return Deployment(deployment.environment, prefix=deployment.prefix, bucket_names=buckets)

@@ -1,4 +1,4 @@
-"""``rdss tour``: the message model end to end, offline (``tools/tour.py`` of a checkout)."""
+"""``rdss tour``: the message model end to end, offline (:mod:`rdss.tour`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,19 @@ from rdss.cli.common import CommandError, whole_number
 
 
 def register(commands: Any) -> None:
-    tour = commands.add_parser("tour", help="walk through the message model offline (no AWS; from a checkout)")
+    tour = commands.add_parser(
+        "tour",
+        help="walk through the message model offline (no AWS)",
+        description="The message model end to end, offline: classify the example messages (each invalid one must get "
+        "the code its name says), a realistic generated workload (its rate), split a large deposit into a "
+        "multi-message sequence and reassemble it out of order, and decorate an invalid message for the invalid "
+        "channel and restore it byte for byte. Exit 1 on any unexpected result.",
+    )
     tour.add_argument(
-        "--examples", type=Path, metavar="DIR", help="directory of example messages (default: the checkout's)"
+        "--examples",
+        type=Path,
+        metavar="DIR",
+        help="directory of example messages, valid/ and invalid/ (default: the ones rdss ships)",
     )
     tour.add_argument(
         "--messages", type=whole_number(1, 10_000_000), default=5000, metavar="N", help="size of the generated workload"

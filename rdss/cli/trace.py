@@ -15,9 +15,8 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss import timestamps
-from rdss.cli.common import INVALID, USAGE, CommandError, deployment_url
+from rdss.cli.common import INVALID, USAGE, CommandError, add_deployment_option, aws_deployment
 from rdss.display import printable, printable_json
-from rdss.gateway.url import URLError, parse
 
 
 def register(commands: Any) -> None:
@@ -36,7 +35,7 @@ def register(commands: Any) -> None:
         help="a messageId, or one input record as SHARD/SEQUENCE (shardId-000000000000/4960...: the streamRecords "
         "rdss local demo reports, the identity the archive keeps), for a record no messageId names",
     )
-    trace.add_argument("--url", help="the deployment (default: $RDSS_GATEWAY_URL)")
+    add_deployment_option(trace)
     trace.add_argument(
         "--since",
         metavar="T",
@@ -69,35 +68,23 @@ def register(commands: Any) -> None:
 
 
 def run_trace(args: argparse.Namespace) -> int:
-    from rdss.aws import client
-    from rdss.topology import Deployment
     from rdss.trace import Tracer
 
-    try:
-        url = parse(deployment_url(args.url))
-    except URLError as error:
-        raise CommandError(str(error)) from error
-    if url.scheme != "kinesis":
-        raise CommandError(f"rdss trace reads a Kinesis deployment (kinesis://ENV), not {url.scheme}://")
+    target = aws_deployment(args.url, "trace")
+    url, deployment = target.url, target.deployment
     try:
         since = timestamps.parse(args.since) if args.since else None
     except ValueError as error:
         raise CommandError(f"--since: {error}") from error
-    deployment = Deployment(url.name, prefix=url.param("prefix") or "rdss")
-    options: dict[str, Any] = {}
-    if url.param("endpoint"):
-        options["endpoint_url"] = url.param("endpoint")
-    if url.param("region"):
-        options["region_name"] = url.param("region")
     try:
-        buckets = _buckets(args, deployment, lambda service: client(service, **options))
+        buckets = _buckets(args, deployment, target.client)
         tracer = Tracer(
             deployment,
-            kinesis=client("kinesis", **options),
-            dynamodb=client("dynamodb", **options),
-            s3=client("s3", **options),
+            kinesis=target.client("kinesis"),
+            dynamodb=target.client("dynamodb"),
+            s3=target.client("s3"),
             buckets=buckets,
-            repositories=_repositories(args, url, deployment, lambda: client("dynamodb", **options)),
+            repositories=_repositories(args, url, deployment, lambda: target.client("dynamodb")),
         )
         timeline = tracer.trace(args.message_id, since=since)
     except ClientError as error:

@@ -1,7 +1,8 @@
-"""``rdss vendor config NAME --env ENV``: what a vendor configures its Message Gateway with.
+"""``rdss vendor config NAME [--url URL]``: what a vendor configures its Message Gateway with.
 
-Read from the stack ``rdss-<env>``'s outputs (the deployed stack, or the local runtime's, with
-``--endpoint``), or from the synthesised template in ``cdk.out/`` before deploying. Prints the
+Read from the outputs of the stack ``rdss-<env>`` of the deployment ``--url`` names (else
+``$RDSS_GATEWAY_URL``, else the running local runtime's), or from the synthesised template in
+``cdk.out/`` before deploying. Prints the
 gateway URL (region, the vendor's role and external ID, its Local Data Repository ``ldr=``),
 the application name its consumer group must be, and the channels it may write and read. Exit 2
 when the stack, the template or the vendor is not there.
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rdss.cli.common import USAGE, CommandError
+from rdss.cli.common import USAGE, AwsDeployment, CommandError, add_deployment_option, aws_deployment
 from rdss.vendors import output_key
 
 #: Where ``cdk synth`` writes (``make synth ENV=...``).
@@ -26,18 +27,22 @@ CDK_OUT = Path("cdk.out")
 
 
 def register(commands: Any) -> None:
-    vendor = commands.add_parser("vendor", help="what a vendor needs to connect its gateway")
+    vendor = commands.add_parser(
+        "vendor",
+        help="what a vendor needs to connect its gateway",
+        description="What a vendor (a repository or preservation system declared in cdk.json) configures its Message "
+        "Gateway with, from the deployment's stack or the synthesised template.",
+    )
     actions = vendor.add_subparsers(dest="vendor", metavar="ACTION", required=True)
     config = actions.add_parser(
         "config",
         help="print a vendor's gateway configuration",
         description="Print the gateway configuration of vendor NAME (cdk.json: rdss.environments.ENV.vendors.NAME) "
-        "from the outputs of the stack rdss-ENV, or of the template in cdk.out/ before deploying.",
+        "from the outputs of the stack rdss-ENV of the deployment kinesis://ENV, or of the template in cdk.out/ "
+        "before deploying.",
     )
     config.add_argument("name", metavar="NAME")
-    config.add_argument("--env", required=True, help="the deployment (dev, staging, prod; local for rdss local up)")
-    config.add_argument("--endpoint", help="AWS endpoint of the stack (the local runtime's; default: boto3's own)")
-    config.add_argument("--region", help="region of the stack (default: boto3's own)")
+    add_deployment_option(config)
     config.add_argument(
         "--cdk-out",
         type=Path,
@@ -150,19 +155,12 @@ def gateway_config(
     )
 
 
-def stack_outputs(stack: str, *, endpoint: str | None, region: str | None) -> dict[str, str]:
+def stack_outputs(stack: str, target: AwsDeployment) -> dict[str, str]:
     """The outputs of a deployed stack."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from rdss.aws import client
-
-    kwargs: dict[str, Any] = {}
-    if endpoint:
-        kwargs["endpoint_url"] = endpoint
-    if region:
-        kwargs["region_name"] = region
     try:
-        described = client("cloudformation", **kwargs).describe_stacks(StackName=stack)["Stacks"][0]
+        described = target.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
     except ClientError as error:
         message = error.response.get("Error", {}).get("Message", str(error))
         raise CommandError(f"stack {stack}: {message} (before deploying, read the template with --cdk-out)") from error
@@ -250,15 +248,18 @@ class _Resolver:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    stack = f"rdss-{args.env}"
     if args.account is not None and args.cdk_out is None:
         raise CommandError("--account goes with --cdk-out: a deployed stack knows its account")
+    target = aws_deployment(args.url, "vendor config")
+    environment = target.deployment.environment
+    stack = f"rdss-{environment}"
     if args.cdk_out is not None:
         outputs = template_outputs(stack, args.cdk_out, args.account)
     else:
-        outputs = stack_outputs(stack, endpoint=args.endpoint, region=args.region)
+        outputs = stack_outputs(stack, target)
+    endpoint = target.url.param("endpoint")
     try:
-        config = gateway_config(args.name, args.env, outputs, args.endpoint, check_ldr(args.ldr) if args.ldr else None)
+        config = gateway_config(args.name, environment, outputs, endpoint, check_ldr(args.ldr) if args.ldr else None)
     except KeyError:
         suffix = "RoleArn"
         known = sorted(k.removeprefix("Vendor").removesuffix(suffix) for k in outputs if k.endswith(suffix))

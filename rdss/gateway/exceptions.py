@@ -8,7 +8,7 @@ from typing import Any
 
 from rdss.errors import ErrorCode, SendFailed
 
-__all__ = ["GatewayError", "MessageRefused", "Refusal", "RequestTimeout", "SendFailed", "Undelivered"]
+__all__ = ["GatewayError", "MessageRefused", "NotARequest", "Refusal", "RequestTimeout", "SendFailed", "Undelivered"]
 
 
 class GatewayError(Exception):
@@ -64,6 +64,19 @@ class Undelivered:
     message_id: str
     error_code: str
     error_message: str
+
+
+class NotARequest(GatewayError, ValueError):
+    """``request`` was given a message no reply answers: only a Command whose type has a reply
+    (a Read: MetadataRead, VocabularyRead) is a request. Nothing was sent."""
+
+    def __init__(self, message_type: str, message_class: str) -> None:
+        self.message_type = message_type
+        self.message_class = message_class
+        super().__init__(
+            f"a {message_type} {message_class} is not a request: no reply answers it (a request is a Command that "
+            "expects a reply: MetadataRead or VocabularyRead); send it instead"
+        )
 
 
 class RequestTimeout(GatewayError, TimeoutError):

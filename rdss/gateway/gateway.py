@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from rdss import MAX_MESSAGE_BYTES
+from rdss import MAX_MESSAGE_BYTES, localstate
 from rdss.amgi.types import Application
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
@@ -67,7 +67,8 @@ class Gateway:
     ) -> None:
         """
         Args:
-            url: the messaging system (default: ``RDSS_GATEWAY_URL``, else ``kinesis://dev``).
+            url: the messaging system (default: ``RDSS_GATEWAY_URL``, else the running local
+                runtime's, :mod:`rdss.localstate`, else ``kinesis://dev``).
             application: names this application's Local Data Repository entries and is the
                 default consumer group (applications each see every message; workers of one
                 application share them out).
@@ -82,7 +83,9 @@ class Gateway:
             URLError: the URL is malformed.
             TransportError: no backend for its scheme.
         """
-        self.url: GatewayURL = parse(url or os.environ.get("RDSS_GATEWAY_URL") or DEFAULT_URL)
+        self.url: GatewayURL = parse(
+            url or os.environ.get("RDSS_GATEWAY_URL") or localstate.configured_url() or DEFAULT_URL
+        )
         self.application = application
         self.reply_poll_interval = reply_poll_interval
         self.settings = Settings(
@@ -238,13 +241,16 @@ class Gateway:
             )
 
     # -- request-reply -------------------------------------------------------------------------
-    def request(self, message: Sendable, timeout: float, *, reply_to: str = "responses") -> Message:
+    def request(
+        self, message: Sendable, timeout: float = request.DEFAULT_TIMEOUT, *, reply_to: str = "responses"
+    ) -> Message:
         """Send a request and return its reply: the message whose correlationId is the
         request's messageId, arriving on the request's returnAddress (set to ``reply_to``
         when the request names none).
 
         Raises:
-            RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError).
+            NotARequest: ``message`` is not a Command a reply answers (a ValueError); nothing is sent.
+            RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError; 30 unless told).
             RequestFailed: the responder answered with a failure reply (:meth:`reply_error`);
                 ``error_code`` and ``error_description`` say why. Raised within a poll interval
                 of the reply's arrival.

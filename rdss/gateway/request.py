@@ -26,20 +26,24 @@ from typing import Any
 import orjson
 
 from rdss.gateway.backend import Consumer, Delivery, Transport
-from rdss.gateway.exceptions import RequestFailed, RequestTimeout
+from rdss.gateway.exceptions import NotARequest, RequestFailed, RequestTimeout
 from rdss.gateway.send import Receipt, Sendable
 from rdss.logs import message_fields
 from rdss.messages import Message
 from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import Reassembler, SequenceError
+from rdss.topology import RDSS
 from rdss.validation import validate, validate_message
 
 _log = logging.getLogger(__name__)
+#: Seconds a request waits for its reply unless told: a responder answers within seconds, and a
+#: caller must not wait for ever on one that never will.
+DEFAULT_TIMEOUT = 30.0
 
 
 def request(
     message: Sendable,
-    timeout: float,
+    timeout: float = DEFAULT_TIMEOUT,
     *,
     transport: Transport,
     repository: Repository,
@@ -51,6 +55,7 @@ def request(
     """Send ``message`` and wait up to ``timeout`` seconds for its reply (see the module docstring).
 
     Raises:
+        NotARequest: ``message`` is not a Command that expects a reply; nothing is sent.
         RequestTimeout: no reply in time.
         RequestFailed: the reply is a failure reply (its errorCode and errorDescription).
         MessageRefused, SendFailed: from sending the request.
@@ -83,6 +88,13 @@ def _with_return_address(message: Sendable, reply_to: str) -> tuple[Sendable, st
     header = parsed.get("messageHeader") if isinstance(parsed, Mapping) else None
     if not isinstance(header, Mapping):
         return message, reply_to  # the classifier refuses it when it is sent
+    message_type, message_class = header.get("messageType"), header.get("messageClass")
+    if (
+        isinstance(message_type, str)
+        and isinstance(message_class, str)
+        and not _expects_reply(message_type, message_class)
+    ):
+        raise NotARequest(message_type, message_class)  # else no reply would come, and the caller wait its timeout
     address = header.get("returnAddress")
     if isinstance(address, str) and address:
         return message, address
@@ -172,3 +184,9 @@ class _Watch:
             if self.reply is None:
                 self.reply, self.parts = message, parts
         return True
+
+
+def _expects_reply(message_type: str, message_class: str) -> bool:
+    """A Command whose Document the topology routes back to its returnAddress: a request."""
+    answer = RDSS.route(message_type, "Document")
+    return message_class == "Command" and answer is not None and answer.reply

@@ -25,7 +25,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from rdss.display import redact
 
-#: The URL used when neither ``--url`` nor ``RDSS_GATEWAY_URL`` names one.
+#: The URL ``Gateway()`` uses when neither ``RDSS_GATEWAY_URL`` nor a running local runtime names
+#: one (the commands never do: with none named they exit 2).
 DEFAULT_URL = "kinesis://dev"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")

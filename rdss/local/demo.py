@@ -12,8 +12,6 @@ summary. The report (``--report``) follows the contract::
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -31,12 +29,9 @@ from rdss import messages
 from rdss.local.accounting import Accounting, Input, account
 from rdss.local.emulator import Endpoint, connect
 from rdss.local.runtime import Runtime, Settings
+from rdss.resources import examples_dir
 from rdss.sequences import split
 from rdss.workload import Workload
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples" / "messages"
-GLUE_JOBS = ROOT / "glue_jobs"
 
 
 def builtin_inputs(bulk: int = 300) -> list[tuple[str, list[bytes]]]:
@@ -55,7 +50,7 @@ def builtin_inputs(bulk: int = 300) -> list[tuple[str, list[bytes]]]:
         name = f"{_kebab(message_type)}-{message_class.lower()}"
         named[name] = message
         items.append((name, [orjson.dumps(message)]))
-    for path in sorted((EXAMPLES / "invalid").glob("*.json")):
+    for path in sorted((examples_dir() / "invalid").glob("*.json")):
         code = path.name.split("-", 1)[0]
         if not any(existing.startswith(f"invalid/{code}") for existing, _ in items):
             # as the file is, indented: the archive keeps each record whole whatever it holds
@@ -193,44 +188,18 @@ def _audit(result: Accounting, published: int) -> dict[str, Any]:
 
 
 def _analytics(runtime: Runtime) -> dict[str, Any]:
-    """The Glue jobs, run locally on a copy of the archives."""
-    compaction = GLUE_JOBS / "audit_compaction.py"
-    reporting = GLUE_JOBS / "audit_report.py"
-    if not compaction.exists() or not reporting.exists():
-        return {"skipped": "the Glue job scripts are not present"}
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        return {"skipped": "pyspark is not installed"}
+    """The Glue jobs, run locally on a copy of the archives (what ``rdss analytics jobs`` does)."""
+    from rdss.analytics.jobs import Layout, export_archives, run_jobs
+    from rdss.resources import GlueUnavailable
+
     s3 = runtime.endpoint.client("s3")
     with tempfile.TemporaryDirectory(prefix="rdss-archive-") as scratch:
-        root = Path(scratch)
-        for bucket in ("audit", "errors"):
-            name = runtime.deployment.bucket(bucket)
-            # the archive prefix only: not a delivery stream's buffer (.firehose/), nor failures
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=f"{bucket}/"):
-                for entry in page.get("Contents", []):
-                    target = root / bucket / entry["Key"]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(s3.get_object(Bucket=name, Key=entry["Key"])["Body"].read())
-        curated = root / "curated"
-        reported = root / "report"
-        errors = root / "errors" / "errors"
-        # the errors archive tells the compaction which records the broker refused (not duplicates)
-        with_errors = ["--errors", str(errors)] if errors.exists() else []
-        started = time.monotonic()
-        _job(compaction, "--input", str(root / "audit"), "--output", str(curated), *with_errors)
-        _job(reporting, "--input", str(curated), "--output", str(reported), *with_errors)
-        seconds = time.monotonic() - started
-        summary: dict[str, Any] = orjson.loads((reported / "summary.json").read_bytes())
-        summary["sparkSeconds"] = round(seconds, 1)
-        return summary
-
-
-def _job(script: Path, *arguments: str) -> None:
-    result = subprocess.run([sys.executable, str(script), *arguments], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"{script.name} failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+        layout = Layout(Path(scratch))
+        export_archives(s3, {name: runtime.deployment.bucket(name) for name in ("audit", "errors")}, layout)
+        try:
+            return run_jobs(layout)
+        except GlueUnavailable as error:
+            return {"skipped": str(error)}
 
 
 def _render(console: Console, result: Accounting, body: dict[str, Any], seconds: float, builtin: bool) -> None:

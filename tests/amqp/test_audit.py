@@ -175,7 +175,9 @@ def test_the_archive_command(url: str, tmp_path: Path):
         audit.transport.declare("input", "audit")  # type: ignore[attr-defined]
     with Gateway(url, application="producer") as producer:
         producer.send_all(channel_mix(78, 4, "metadata"), channel="metadata")
-    done = run_rdss("archive", url, "--to", str(tmp_path), "--idle", "1.5", "--buffer-seconds", "0.3", "--json")
+    done = run_rdss(
+        "archive", "--url", url, "--to", str(tmp_path), "--idle", "1.5", "--buffer-seconds", "0.3", "--json"
+    )
     assert done.returncode == 0, done.stderr
     figures = orjson.loads(done.stdout)
     assert figures["records"] == 4

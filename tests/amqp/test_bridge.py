@@ -117,7 +117,9 @@ def test_a_bridge_killed_mid_stream_resumes_without_loss_or_duplicates(kinesis_u
         "-m",
         "rdss",
         "bridge",
+        "--url",
         kinesis_url,
+        "--to",
         url,
         "--channel",
         "metadata",
@@ -180,7 +182,7 @@ def test_a_bridge_between_memory_and_rabbitmq_preserves_bytes(url):
 
 
 def test_the_command_reports_an_unreachable_broker_in_one_line():
-    result = run_rdss("bridge", "amqp://guest:guest@127.0.0.1:1/%2F", "memory://x")
+    result = run_rdss("bridge", "--url", "memory://x", "--from", "amqp://guest:guest@127.0.0.1:1/%2F")
     assert result.returncode == 2
     assert result.stderr.startswith("rdss bridge: cannot connect to RabbitMQ at 127.0.0.1:1")
     assert "Traceback" not in result.stderr

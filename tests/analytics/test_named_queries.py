@@ -1,4 +1,4 @@
-"""The Athena named queries (stacks/queries.py), run for real on what a local job run wrote.
+"""The Athena named queries (rdss/analytics/queries.py), run for real on what a local job run wrote.
 
 LocalStack has no Athena; this is the closest honest check here. Each query is parsed with
 sqlglot in Athena's dialect, every table and column it names is checked against the Glue tables
@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
-from stacks.queries import NamedQuery, named_queries
+from rdss.analytics.queries import NamedQuery, named_queries
 from tests.analytics.conftest import JobRun
 from tests.analytics.tables import GlueTable
 

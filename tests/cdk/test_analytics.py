@@ -7,9 +7,9 @@ import re
 from typing import Any
 
 from glue_jobs import schema
+from rdss.analytics.queries import named_queries
 from stacks.catalog import REPORT_TABLE_PREFIX
 from stacks.jobs import GLUE_VERSION, SHARED_MODULES
-from stacks.queries import named_queries
 from tests.cdk.conftest import Synthesized
 from tests.cdk.support import literal_tail, references
 

@@ -273,7 +273,7 @@ def test_environments_without_vendors_have_no_vendor_roles(dev: Synthesized) -> 
 
 
 def test_vendor_config_reads_the_synthesised_template(prod: Synthesized, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["vendor", "config", CONSUMER, "--env", "prod", "--cdk-out", str(prod.outdir), "--json"]
+    argv = ["vendor", "config", CONSUMER, "--url", "kinesis://prod", "--cdk-out", str(prod.outdir), "--json"]
     assert main(argv) == 2  # environment-agnostic: the account is not in the template
     assert "--account" in capsys.readouterr().err
     assert main([*argv, "--account", "123456789012"]) == 0
@@ -304,7 +304,20 @@ def test_vendor_config_reads_the_synthesised_template(prod: Synthesized, capsys:
     assert main([*argv, "--account", "123456789012", "--ldr", "memory://"]) == 2
     assert "dynamodb://TABLE" in capsys.readouterr().err
     assert (
-        main(["vendor", "config", "nobody", "--env", "prod", "--cdk-out", str(prod.outdir), "--account", "1" * 12]) == 2
+        main(
+            [
+                "vendor",
+                "config",
+                "nobody",
+                "--url",
+                "kinesis://prod",
+                "--cdk-out",
+                str(prod.outdir),
+                "--account",
+                "1" * 12,
+            ]
+        )
+        == 2
     )
     assert "ArchivematicaPreservation" in capsys.readouterr().err
 

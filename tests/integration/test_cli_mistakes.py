@@ -95,9 +95,11 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         "request": lambda url: ("request", READ, "--timeout", "1", "--url", url),
         "trace": lambda url: ("trace", "0b3f1d4e-8a4c-4a55-9b4a-7f2f1a1d2c3e", "--url", url),
         "adaptor": lambda url: ("adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--once", "--url", url),
-        "archive": lambda url: ("archive", url, "--to", str(tmp / "archive"), "--idle", "1"),
-        "bridge-source": lambda url: ("bridge", url, "memory://b", "--idle", "1"),
-        "bridge-target": lambda url: ("bridge", "memory://a", url, "--idle", "1"),
+        "archive": lambda url: ("archive", "--url", url, "--to", str(tmp / "archive"), "--idle", "1"),
+        "bridge-source": lambda url: ("bridge", "--url", url, "--to", "memory://b", "--idle", "1"),
+        "bridge-target": lambda url: ("bridge", "--url", "memory://a", "--to", url, "--idle", "1"),
+        "redrive": lambda url: ("redrive", "--url", url, "--dry-run"),
+        "vendor-config": lambda url: ("vendor", "config", "acme", "--url", url),
     }
     for label, url in bad_urls.items():  # every bad URL to send; the ones of each kind to every taker
         yield case(f"send-url-{label}", "send", VALID, "--url", url)
@@ -111,6 +113,10 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         ("request", READ, "--timeout", "1"),
         ("trace", "0b3f1d4e-8a4c-4a55-9b4a-7f2f1a1d2c3e"),
         ("adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--once"),
+        ("redrive", "--dry-run"),
+        ("vendor", "config", "acme"),
+        ("archive", "--to", str(tmp / "archive"), "--idle", "1"),
+        ("bridge", "--to", "memory://b", "--idle", "1"),
     ):
         yield case(f"{command[0]}-no-deployment-named", *command)
 
@@ -121,12 +127,10 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         yield case(f"tail-{label}", "tail", "metadata", "--idle", "1", "--url", url, timed=True)
         yield case(f"request-{label}", "request", READ, "--timeout", "5", "--url", url, timed=True)
         yield case(f"trace-{label}", "trace", "0b3f1d4e-8a4c-4a55-9b4a-7f2f1a1d2c3e", "--url", url, timed=True)
-        yield case(f"redrive-{label}", "redrive", "--env", "dev", "--endpoint", endpoint, "--dry-run", timed=True)
-        yield case(
-            f"vendor-config-{label}", "vendor", "config", "acme", "--env", "dev", "--endpoint", endpoint, timed=True
-        )
-        yield case(f"bridge-{label}", "bridge", url, "memory://b", "--idle", "1", timed=True)
-        yield case(f"bridge-target-{label}", "bridge", "memory://a", url, "--idle", "1", timed=True)
+        yield case(f"redrive-{label}", "redrive", "--url", url, "--dry-run", timed=True)
+        yield case(f"vendor-config-{label}", "vendor", "config", "acme", "--url", url, timed=True)
+        yield case(f"bridge-{label}", "bridge", "--url", url, "--to", "memory://b", "--idle", "1", timed=True)
+        yield case(f"bridge-target-{label}", "bridge", "--url", "memory://a", "--to", url, "--idle", "1", timed=True)
         yield case(f"send-aws-endpoint-{label}", "send", VALID, "--url", "kinesis://dev?region=eu-west-2",
                    env={"AWS_ENDPOINT_URL": endpoint}, timed=True)  # fmt: skip
         oai = f"{endpoint}/oai"
@@ -137,8 +141,9 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     amqp = f"amqp://user:{SECRET}@127.0.0.1:{port}/%2F"
     yield case("send-amqp-refused", "send", VALID, "--url", amqp, timed=True)
     yield case("tail-amqp-refused", "tail", "metadata", "--idle", "1", "--url", amqp, timed=True)
-    yield case("archive-amqp-refused", "archive", amqp, "--to", str(tmp / "archive"), "--idle", "1", timed=True)
-    yield case("bridge-amqp-refused", "bridge", "memory://a", amqp, "--idle", "1", timed=True)
+    yield case("archive-amqp-refused", "archive", "--url", amqp, "--to", str(tmp / "archive"), "--idle", "1",
+               timed=True)  # fmt: skip
+    yield case("bridge-amqp-refused", "bridge", "--url", "memory://a", "--from", amqp, "--idle", "1", timed=True)
     amqp_dns = f"amqp://user:{SECRET}@rdss-nowhere.invalid/%2F"
     yield case("send-amqp-unresolved", "send", VALID, "--url", amqp_dns, timed=True)
 
@@ -151,11 +156,10 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         yield case("tail-unknown-channel", "tail", "nosuch", "--idle", "1", "--url", missing)
         yield case("adaptor-missing-environment", "adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--once",
                    "--url", missing, timed=True)  # fmt: skip
-        yield case("bridge-missing-environment", "bridge", missing, "memory://b", "--idle", "1", timed=True)
-        yield case("vendor-config-missing-environment", "vendor", "config", "acme", "--env", "nosuchenv",
-                   "--endpoint", emulator)  # fmt: skip
-        yield case("redrive-missing-environment", "redrive", "--env", "nosuchenv", "--endpoint", emulator,
-                   "--region", "eu-west-2", "--dry-run", exits=(1, 2))  # fmt: skip
+        yield case("bridge-missing-environment", "bridge", "--url", missing, "--to", "memory://b", "--idle", "1",
+                   timed=True)  # fmt: skip
+        yield case("vendor-config-missing-environment", "vendor", "config", "acme", "--url", missing)
+        yield case("redrive-missing-environment", "redrive", "--url", missing, "--dry-run", exits=(1, 2))
 
     # --- the environment -----------------------------------------------------------------------
     kinesis = "kinesis://dev?region=eu-west-2"
@@ -173,14 +177,16 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         yield case(f"tail-{label}", "tail", "metadata", "--idle", "1", "--url", kinesis, env=env)
     yield case("trace-aws-endpoint-garbage", "trace", "x", "--url", kinesis, env={"AWS_ENDPOINT_URL": "garbage"})
     yield case(
-        "redrive-aws-endpoint-garbage", "redrive", "--env", "dev", "--dry-run", env={"AWS_ENDPOINT_URL": "garbage"}
-    )
-    yield case("vendor-aws-endpoint-garbage", "vendor", "config", "acme", "--env", "dev",
+        "redrive-aws-endpoint-garbage", "redrive", "--url", "kinesis://dev", "--dry-run",
+        env={"AWS_ENDPOINT_URL": "garbage"},
+    )  # fmt: skip
+    yield case("vendor-aws-endpoint-garbage", "vendor", "config", "acme", "--url", "kinesis://dev",
                env={"AWS_ENDPOINT_URL": "garbage"})  # fmt: skip
-    yield case("redrive-no-region", "redrive", "--env", "dev", "--endpoint", refused, "--dry-run",
-               env={"AWS_DEFAULT_REGION": ""})  # fmt: skip
-    yield case("vendor-no-region", "vendor", "config", "acme", "--env", "dev", "--endpoint", refused,
-               env={"AWS_DEFAULT_REGION": ""})  # fmt: skip
+    no_region = f"kinesis://dev?endpoint={refused}"
+    yield case("redrive-no-region", "redrive", "--url", no_region, "--dry-run", env={"AWS_DEFAULT_REGION": ""})
+    yield case("vendor-no-region", "vendor", "config", "acme", "--url", no_region, env={"AWS_DEFAULT_REGION": ""})
+    yield case("redrive-amqp", "redrive", "--url", amqp, "--dry-run")
+    yield case("vendor-config-memory", "vendor", "config", "acme", "--url", "memory://x")
     yield case("adaptor-xdg-state-file", "adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--once", "--url",
                "memory://x", env={"XDG_STATE_HOME": str(a_file)})  # fmt: skip
     yield case("send-amqp-xdg-state-file", "send", VALID, "--url", amqp, env={"XDG_STATE_HOME": str(a_file)})
@@ -204,13 +210,15 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         ("adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--max-bytes", "nan"),
         ("adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--max-bytes", "0"),
         ("adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--deadline", "inf"),
-        ("archive", "memory://x", "--to", str(tmp), "--buffer-mb", "nan"),
-        ("archive", "memory://x", "--to", str(tmp), "--buffer-seconds", "inf"),
-        ("archive", "memory://x", "--to", str(tmp), "--count", "-3"),
-        ("bridge", "memory://a", "memory://b", "--batch", "0"),
-        ("bridge", "memory://a", "memory://b", "--batch", "100000"),
-        ("bridge", "memory://a", "memory://b", "--lease-duration", "nan"),
-        ("bridge", "memory://a", "memory://b", "--idle", "nan"),
+        ("archive", "--url", "memory://x", "--to", str(tmp), "--buffer-mb", "nan"),
+        ("archive", "--url", "memory://x", "--to", str(tmp), "--buffer-seconds", "inf"),
+        ("archive", "--url", "memory://x", "--to", str(tmp), "--count", "-3"),
+        ("bridge", "--url", "memory://a", "--to", "memory://b", "--batch", "0"),
+        ("bridge", "--url", "memory://a", "--to", "memory://b", "--batch", "100000"),
+        ("bridge", "--url", "memory://a", "--to", "memory://b", "--lease-duration", "nan"),
+        ("bridge", "--url", "memory://a", "--to", "memory://b", "--idle", "nan"),
+        ("bridge", "--url", "memory://a", "--to", "memory://b", "--from", "memory://c"),
+        ("bridge", "--url", "memory://a"),
         ("split", VALID, "--out", str(tmp / "parts"), "--limit", "0"),
         ("split", VALID, "--out", str(tmp / "parts"), "--limit", "nan"),
         ("bench", "validate", "--messages", "0"),
@@ -237,6 +245,7 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("send-token-missing", "send", VALID, "--url", "memory://x", "--auth-token-file", str(tmp / "no"))
     yield case("send-context-not-json", "send", VALID, "--url", "memory://x", "--context", "{nope")
     yield case("request-dev-zero", "request", big, "--timeout", "1", "--url", "memory://x")
+    yield case("request-not-a-request", "request", VALID, "--url", "memory://x")
     yield case("split-dev-zero", "split", big, "--out", str(tmp / "parts"))
     yield case("split-out-file", "split", VALID, "--out", str(a_file), "--limit", "2000")
     yield case("join-dev-zero", "join", big)
@@ -255,11 +264,12 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("adaptor-endpoint-ipv6", "adaptor", "oai-pmh", "http://[::1/oai", "--url", "memory://x")
     yield case("adaptor-endpoint-password", "adaptor", "oai-pmh", f"http://u:{SECRET}@127.0.0.1:{port}/oai",
                "--once", "--retries", "0", "--url", "memory://x", exits=(1,))  # fmt: skip
-    yield case("archive-to-file", "archive", "memory://x", "--to", str(a_file / "x"), "--idle", "1")
-    yield case("archive-to-s3-no-bucket", "archive", "memory://x", "--to", "s3://", "--idle", "1")
-    yield case("vendor-cdk-out-missing", "vendor", "config", "acme", "--env", "dev", "--cdk-out", str(tmp / "no"))
-    yield case("vendor-cdk-out-file", "vendor", "config", "acme", "--env", "dev", "--cdk-out", str(a_file))
-    yield case("vendor-ldr-memory", "vendor", "config", "acme", "--env", "dev", "--cdk-out", str(tmp),
+    yield case("archive-to-file", "archive", "--url", "memory://x", "--to", str(a_file / "x"), "--idle", "1")
+    yield case("archive-to-s3-no-bucket", "archive", "--url", "memory://x", "--to", "s3://", "--idle", "1")
+    dev = "kinesis://dev"
+    yield case("vendor-cdk-out-missing", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(tmp / "no"))
+    yield case("vendor-cdk-out-file", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(a_file))
+    yield case("vendor-ldr-memory", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(tmp),
                "--ldr", "memory://")  # fmt: skip
     yield case("trace-since-garbage", "trace", "x", "--url", kinesis, "--since", "yesterday")
     yield case("trace-ldr-passwd", "trace", "x", "--url", f"kinesis://dev?endpoint={refused}&region=eu-west-2",

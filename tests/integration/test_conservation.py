@@ -144,8 +144,8 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
 
     # the operator fixes the cause, then redrives what the mapping parked
     stuck.clear()
-    assert main(["redrive", "--env", settings.environment, "--dry-run"]) == 0
-    assert main(["redrive", "--env", settings.environment]) == 0
+    assert main(["redrive", "--url", f"kinesis://{settings.environment}", "--dry-run"]) == 0
+    assert main(["redrive", "--url", f"kinesis://{settings.environment}"]) == 0
     runtime.drain(timeout=600)
     result = account(runtime, inputs)
     outcomes = result.outcomes()

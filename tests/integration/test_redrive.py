@@ -66,7 +66,7 @@ def poison(runtime: Runtime) -> Poisoned:
 
 
 def redrive(runtime: Runtime, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[str]]:
-    code = main(["redrive", "--env", runtime.deployment.environment, *extra])
+    code = main(["redrive", "--url", f"kinesis://{runtime.deployment.environment}", *extra])
     return code, capsys.readouterr().out.strip().splitlines()
 
 
@@ -296,7 +296,7 @@ def test_a_queue_message_that_is_not_a_pointer_is_reported_and_kept(
 
 
 def test_an_unknown_deployment_is_a_usage_error(runtime: Runtime, capsys: pytest.CaptureFixture[str]):
-    assert main(["redrive", "--env", f"missing{uuid.uuid4().hex[:6]}"]) == 2
+    assert main(["redrive", "--url", f"kinesis://missing{uuid.uuid4().hex[:6]}"]) == 2
     assert "no on-failure queue" in capsys.readouterr().err
 
 

@@ -50,10 +50,14 @@ def runtime(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run
     runtime.deprovision()
 
 
+def deployment_url(runtime: Runtime) -> str:
+    """The deployment as the commands take it (``--url``)."""
+    endpoint = f"?endpoint={runtime.endpoint.url}" if runtime.endpoint.url else ""
+    return f"kinesis://{runtime.deployment.environment}{endpoint}"
+
+
 def vendor_config(runtime: Runtime, name: str, capsys: pytest.CaptureFixture[str], *options: str) -> Any:
-    argv = ["vendor", "config", name, "--env", runtime.deployment.environment, *options]
-    if runtime.endpoint.url:
-        argv += ["--endpoint", runtime.endpoint.url]
+    argv = ["vendor", "config", name, "--url", deployment_url(runtime), *options]
     assert main(argv) == 0, capsys.readouterr().err
     return capsys.readouterr().out
 
@@ -201,10 +205,10 @@ def test_the_roles_carry_the_topology_policy(runtime: Runtime) -> None:
 
 
 def test_an_unknown_vendor_or_stack_is_a_usage_error(runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
-    endpoint = ["--endpoint", runtime.endpoint.url] if runtime.endpoint.url else []
-    assert main(["vendor", "config", "nobody", "--env", runtime.deployment.environment, *endpoint]) == 2
+    assert main(["vendor", "config", "nobody", "--url", deployment_url(runtime)]) == 2
     assert "AcmeRepository" in capsys.readouterr().err
-    assert main(["vendor", "config", PRODUCER, "--env", "no-such-env", *endpoint]) == 2
+    endpoint = f"?endpoint={runtime.endpoint.url}" if runtime.endpoint.url else ""
+    assert main(["vendor", "config", PRODUCER, "--url", f"kinesis://no-such-env{endpoint}"]) == 2
     assert "rdss-no-such-env" in capsys.readouterr().err
 
 

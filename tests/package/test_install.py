@@ -1,14 +1,11 @@
 """The package as a user gets it: sdist -> wheel built from that sdist -> a fresh venv -> ``rdss``.
 
-Nothing here imports the checkout: the fresh venv is a new interpreter, run from a directory
-outside the repository, with only what the wheel and its declared dependencies bring.
+The fixtures (conftest.py) build them once for the suite.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import zipfile
@@ -18,66 +15,9 @@ import orjson
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
+from tests.package.conftest import checked, run
 
 pytestmark = pytest.mark.slow
-
-
-def run(*command: str | Path, cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    # no PYTHONPATH, no AWS endpoint: the venv must stand on its own
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AWS_", "RDSS_", "VIRTUAL_ENV"))}
-    return subprocess.run(
-        [str(part) for part in command], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=600, check=False
-    )
-
-
-def checked(result: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[bytes]:
-    assert result.returncode == 0, (result.args, result.stdout.decode()[-2000:], result.stderr.decode()[-4000:])
-    return result
-
-
-def source_tree(target: Path) -> Path:
-    """The files a fresh clone has (tracked or not ignored), copied: no build products of this
-    checkout (an ``*.egg-info`` from the editable install would otherwise feed the sdist)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    return target
-
-
-@pytest.fixture(scope="module")
-def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sdist")
-    tree = source_tree(tmp_path_factory.mktemp("clone"))
-    # --no-isolation: the build backend pinned in the lock is already installed, nothing to fetch
-    checked(run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", out, tree, cwd=out))
-    [archive] = out.glob("*.tar.gz")
-    return archive
-
-
-@pytest.fixture(scope="module")
-def wheel(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    checked(run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", out, sdist, cwd=out))
-    [built] = out.glob("*.whl")
-    return built
-
-
-@pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("venv")
-    checked(run(sys.executable, "-m", "venv", root / "venv", cwd=root))
-    # the runtime dependencies at the versions the lock pins (requirements.txt is generated from it)
-    pip = (root / "venv/bin/python", "-m", "pip", "install", "--quiet")
-    checked(run(*pip, "--constraint", ROOT / "requirements.txt", wheel, cwd=root))
-    return root / "venv"
 
 
 def test_the_sdist_carries_the_schemas(sdist: Path) -> None:
@@ -133,3 +73,44 @@ def test_bench_cost_prices_the_environments_the_wheel_carries(venv: Path, wheel:
     assert bill["env"] == "prod"
     assert bill["total_usd_per_month"] > 0
     assert "DynamoDB claims (provisioned writes)" in bill["items"]  # prod's settings, from the wheel's copy
+
+
+def test_the_wheel_carries_the_examples_and_the_glue_jobs_but_no_build_products(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    examples = {f"rdss/_examples/{p.relative_to(EXAMPLES)}" for p in EXAMPLES.rglob("*.json")}
+    assert examples, "examples/messages is empty in the checkout"
+    assert examples <= names, sorted(examples - names)
+    jobs = ROOT / "glue_jobs"
+    shipped = {
+        f"rdss/_glue_jobs/{p.relative_to(jobs)}"
+        for p in jobs.rglob("*")
+        if p.is_file() and p.suffix in {".py", ".java"} and "__pycache__" not in p.parts
+    }
+    assert {"rdss/_glue_jobs/audit_compaction.py", "rdss/_glue_jobs/audit_report.py"} <= shipped <= names
+    assert not [name for name in names if name.startswith("rdss/_glue_jobs/lib/") or name.endswith((".jar", ".jsa"))]
+
+
+def test_the_installed_package_finds_its_files_through_importlib_resources(venv: Path, tmp_path: Path) -> None:
+    probe = "from rdss import resources as r; print(r.examples_dir()); print(r.glue_jobs_source())"
+    examples, jobs = checked(run(venv / "bin/python", "-c", probe, cwd=tmp_path)).stdout.decode().split()
+    site = str(venv / "lib")
+    assert examples.startswith(site), examples
+    assert examples.endswith("rdss/_examples"), examples
+    assert jobs.startswith(site), jobs
+    assert jobs.endswith("rdss/_glue_jobs"), jobs
+
+
+def test_pip_install_of_a_checkout_carries_the_same_files(clone: Path, tmp_path: Path) -> None:
+    """README's install line, ``pip install .`` in a clone: the package data comes with it."""
+    checkout = shutil.copytree(clone, tmp_path / "checkout")  # its build products stay out of the shared clone
+    target = tmp_path / "site"
+    flags = ("--quiet", "--no-deps", "--no-build-isolation", "--target", target)
+    checked(run(sys.executable, "-m", "pip", "install", *flags, ".", cwd=checkout))
+    for data, source in (("_schemas", ROOT / "schemas"), ("_examples", EXAMPLES), ("_glue_jobs", ROOT / "glue_jobs")):
+        shipped = {p.relative_to(source) for p in source.rglob("*.json")} | {
+            p.relative_to(source) for p in source.glob("*.py")
+        }
+        assert shipped, source
+        installed = {p.relative_to(target / "rdss" / data) for p in (target / "rdss" / data).rglob("*")}
+        assert shipped <= installed, sorted(shipped - installed)

@@ -240,7 +240,7 @@ def test_every_report_has_a_transform_test_and_a_row_in_the_analysts_page(report
 
 
 def test_every_named_query_is_in_the_analysts_page() -> None:
-    source = (ROOT / "stacks/queries.py").read_text()
+    source = (ROOT / "rdss/analytics/queries.py").read_text()
     names = re.findall(r'NamedQuery\(\s*"([a-z0-9-]+)"', source)
     assert names
     analysts = (DOCS / "analysts.md").read_text()

@@ -15,7 +15,16 @@ import orjson
 import pytest
 
 from rdss import decoration, history, timestamps
-from rdss.gateway import Gateway, MessageRefused, Received, RequestFailed, RequestTimeout, SendFailed, select
+from rdss.gateway import (
+    Gateway,
+    MessageRefused,
+    NotARequest,
+    Received,
+    RequestFailed,
+    RequestTimeout,
+    SendFailed,
+    select,
+)
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.consumer import Receiver
 from rdss.messages import new_message, reply
@@ -593,6 +602,27 @@ def test_a_request_with_no_reply_times_out(bus_name):
         g.request(read, timeout=0.2)
     assert isinstance(timeout.value, TimeoutError)
     assert timeout.value.request_id == read["messageHeader"]["messageId"]
+
+
+@pytest.mark.parametrize(
+    ("message_type", "message_class"),
+    [
+        ("MetadataCreate", "Command"),
+        ("MetadataRead", "Document"),
+        ("MetadataRead", "Event"),
+        ("VocabularyPatch", "Event"),
+    ],
+)
+def test_a_message_no_reply_answers_is_not_a_request_and_nothing_is_sent(bus_name, message_type, message_class):
+    g = gateway(bus_name)
+    message = Workload(27).message(message_type, message_class)
+    started = time.monotonic()
+    with pytest.raises(NotARequest) as refused:
+        g.request(message, timeout=30)
+    assert time.monotonic() - started < 1  # refused at once, not after the timeout
+    assert isinstance(refused.value, ValueError)
+    assert f"a {message_type} {message_class} is not a request" in str(refused.value)
+    assert memory_backend.bus(bus_name).payloads("input") == []
 
 
 def test_a_sequence_that_never_completes_goes_to_the_error_channel_after_the_timeout(bus_name):

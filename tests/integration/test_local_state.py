@@ -1,0 +1,149 @@
+"""``rdss local up`` leaves its state file, and every command that talks to a deployment finds the
+local runtime through it: no ``--url``, no ``RDSS_GATEWAY_URL``, no ``AWS_*`` exports, no
+credentials file. Once it stops, the file is gone and the commands say that none is named."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rdss.local.emulator import Endpoint
+from tests.conftest import EXAMPLES, ROOT
+
+pytestmark = pytest.mark.integration
+
+VALID = EXAMPLES / "valid" / "metadata-create-command.json"
+
+
+def bare_environment(tmp: Path) -> dict[str, str]:
+    """What a new user's shell has: no AWS_* variable, no gateway URL, a home of its own."""
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(tmp / "state"),
+        "PYTHONPATH": str(ROOT),
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "RDSS_LOG_FORMAT": "text",
+        "RDSS_LOG_LEVEL": "WARNING",
+        "COLUMNS": "200",
+    }
+
+
+def rdss(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rdss", *argv], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.fixture
+def local_up(endpoint: Endpoint, tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
+    if not endpoint.embedded:
+        pytest.skip("`rdss local up` always starts its own embedded moto: run by the moto suite, not per endpoint")
+    env = bare_environment(tmp_path)
+    state = tmp_path / "state" / "rdss" / "local.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rdss", "local", "up", "--vendor", "acme:produces"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        text=True,
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read_output() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if "Ctrl-C stops" in line:
+                ready.set()
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(90), "".join(lines)
+        yield env, state
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=180) == 0, "".join(lines)
+        reader.join(10)
+    assert not state.exists(), "the state file outlived its runtime"
+
+
+def test_the_commands_find_the_local_runtime_without_exports(local_up: tuple[dict[str, str], Path]) -> None:
+    env, state = local_up
+    recorded = json.loads(state.read_text())
+    assert recorded["url"].startswith("kinesis://local?endpoint=http://127.0.0.1:")
+    assert recorded["pid"] > 0
+    assert state.stat().st_mode & 0o077 == 0  # credentials, dummies as they are: this user's only
+
+    sent = rdss(env, "send", str(VALID))
+    assert sent.returncode == 0, sent.stderr
+    message_id = re.search(r"sent (\S+) to input", sent.stdout).group(1)  # type: ignore[union-attr]
+
+    config = rdss(env, "vendor", "config", "acme", "--json")
+    assert config.returncode == 0, config.stderr
+    vendor = json.loads(config.stdout)
+    assert f"endpoint={recorded['endpoint']}" in vendor["url"]
+    assert vendor["writes"] == {"input": "rdss-local-input"}
+
+    redrive = rdss(env, "redrive", "--dry-run")
+    assert redrive.returncode == 0, redrive.stderr
+
+    tail = rdss(env, "tail", "input", "--from-start", "--count", "1", "--idle", "20")
+    assert tail.returncode == 0, tail.stderr
+    assert message_id in tail.stdout
+
+    trace = rdss(env, "trace", message_id)
+    assert trace.returncode == 0, trace.stdout + trace.stderr
+    assert message_id in trace.stdout
+
+    sdk = (
+        "from rdss.gateway import Gateway\n"
+        "from rdss.messages import new_message\n"
+        "with Gateway(application='sdk') as gateway:\n"
+        "    print(gateway.url.raw)\n"
+        "    gateway.send(new_message('MetadataDelete', {'objectUuid': '5fd3b1e4-6f5a-4d5e-9c1b-7c2a0d9e8b11'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", sdk], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == recorded["url"]
+
+
+def test_with_the_runtime_stopped_the_commands_say_none_is_named(tmp_path: Path) -> None:
+    env = bare_environment(tmp_path)
+    state = tmp_path / "state" / "rdss" / "local.json"
+    state.parent.mkdir(parents=True)
+    # what a runtime killed with SIGKILL leaves: its process is gone, so the file is stale
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    url = "kinesis://local?endpoint=http://127.0.0.1:9&region=eu-west-2"
+    state.write_text(
+        json.dumps(
+            {
+                "url": url,
+                "environment": "local",
+                "prefix": "rdss",
+                "endpoint": "http://127.0.0.1:9",
+                "region": "eu-west-2",
+                "credentials": {},
+                "pid": int(dead.stdout),
+            }
+        )
+    )
+    for argv in (("send", str(VALID)), ("redrive", "--dry-run"), ("vendor", "config", "acme"), ("trace", "x")):
+        done = rdss(env, *argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "no deployment named" in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr
