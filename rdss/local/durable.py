@@ -272,8 +272,12 @@ class DurableApp:
                 return
             try:
                 self.compact()
-            except Exception:  # the journal still holds everything: compaction is retried later
-                _log.exception("could not snapshot the emulator's state")
+            except Exception as error:  # the journal still holds everything: compaction is retried later
+                _log.error(
+                    "could not snapshot the emulator's state (%s: %s); the journal keeps it",
+                    type(error).__name__,
+                    error,
+                )
 
     def close(self, *, snapshot_state: bool = True) -> None:
         """Stop taking changes; snapshot (a clean stop starts fast next time) and close."""
@@ -282,8 +286,12 @@ class DurableApp:
         if snapshot_state:
             try:
                 self.compact()
-            except Exception:
-                _log.exception("could not snapshot the emulator's state; the journal keeps it")
+            except Exception as error:  # one line: nothing is lost, the next start replays the journal
+                _log.error(
+                    "could not snapshot the emulator's state (%s: %s); the journal keeps it",
+                    type(error).__name__,
+                    error,
+                )
         with self._lock:
             self._closed = True
             self._journal.close()

@@ -117,7 +117,38 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, _LOCK_TYPES):
             return (threading.RLock if "RLock" in type(obj).__name__ else threading.Lock, ())
+        if type(obj).__module__.startswith("cryptography.hazmat.bindings"):
+            return _cryptography_reducer(obj)
         return NotImplemented
+
+
+def _cryptography_reducer(obj: Any) -> Any:
+    """Keys and certificates of ``cryptography`` (its Rust objects do not pickle) as their PEM:
+    every KMS key moto makes holds an RSA or EC private key, ACM and IoT hold certificates."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    pem = serialization.Encoding.PEM
+    if isinstance(obj, x509.Certificate):
+        return (x509.load_pem_x509_certificate, (obj.public_bytes(pem),))
+    if hasattr(obj, "private_bytes"):
+        data = obj.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        return (_load_private_key, (data,))
+    if hasattr(obj, "public_bytes"):
+        return (_load_public_key, (obj.public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),))
+    return NotImplemented  # anything else of theirs: pickle says what it cannot take
+
+
+def _load_private_key(data: bytes) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization.load_pem_private_key(data, password=None)
+
+
+def _load_public_key(data: bytes) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization.load_pem_public_key(data)
 
 
 def _sync_directory(directory: Path) -> None:

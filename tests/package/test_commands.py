@@ -113,6 +113,12 @@ def test_benchmarks(venv: Path, tmp_path: Path) -> None:
     assert sent
     brokered = ok(rdss(venv, env, tmp_path, "bench", "broker", "--records", "100", "--batch", "100", "--json")).out
     assert json.loads(brokered)
+    archived = json.loads(ok(rdss(venv, env, tmp_path, "bench", "archive", "--messages", "200", "--json")).out)
+    assert archived
+    bill = json.loads(ok(rdss(venv, env, tmp_path, "bench", "cost", "--env", "dev", "--rate", "1.16", "--json")).out)
+    assert bill["total_usd_per_month"] > 0
+    idle = json.loads(ok(rdss(venv, env, tmp_path, "bench", "idle", "--seconds", "2", "--json", timeout=180)).out)
+    assert idle
     for (group, name), says in NEEDS_MORE.items():
         ran = rdss(venv, env, tmp_path, group, name, "--json")
         assert ran.code == 2, (ran.argv, ran.out, ran.err)

@@ -323,3 +323,34 @@ def test_a_journal_that_cannot_be_written_stops_every_acknowledgement(tmp_path: 
     assert b"the journal cannot be written" in content
     assert call(app, "Kinesis_20131202.PutRecord", b"{}")[0].startswith("503")
     assert call(app, "Kinesis_20131202.GetRecords", b"{}")[0] == "200 OK"  # reads still answer
+
+
+# -- snapshots --------------------------------------------------------------------------------
+
+
+def test_a_snapshot_keeps_kms_keys_whose_private_keys_do_not_pickle(tmp_path: Path) -> None:
+    """Every KMS key moto makes holds a ``cryptography`` private key (a Rust object pickle
+    refuses): the snapshot keeps it as PEM, and the key signs and decrypts after a reload."""
+    import boto3
+    from moto import mock_aws
+
+    from rdss.local import snapshot
+
+    with mock_aws():
+        kms = boto3.client("kms", region_name="eu-west-2")
+        symmetric = kms.create_key()["KeyMetadata"]["KeyId"]
+        signing = kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+        sealed = kms.encrypt(KeyId=symmetric, Plaintext=b"kept")["CiphertextBlob"]
+        public = kms.get_public_key(KeyId=signing)["PublicKey"]
+        path = tmp_path / "snapshot"
+        assert snapshot.save(path, 7) > 0
+    with mock_aws():  # a fresh emulator: nothing until the snapshot is loaded
+        assert snapshot.load(path) == 7
+        kms = boto3.client("kms", region_name="eu-west-2")
+        assert kms.decrypt(CiphertextBlob=sealed)["Plaintext"] == b"kept"
+        assert kms.get_public_key(KeyId=signing)["PublicKey"] == public
+        signed = kms.sign(KeyId=signing, Message=b"m", SigningAlgorithm="RSASSA_PKCS1_V1_5_SHA_256")["Signature"]
+        verdict = kms.verify(
+            KeyId=signing, Message=b"m", Signature=signed, SigningAlgorithm="RSASSA_PKCS1_V1_5_SHA_256"
+        )
+        assert verdict["SignatureValid"]
