@@ -208,7 +208,7 @@ def test_nothing_found_exits_1(sent: Sent, capsys):
 
 def test_trace_reads_only_kinesis_deployments(capsys):
     assert main(["trace", str(uuid.uuid4()), "--url", "memory://x"]) == 2
-    assert "reads a Kinesis deployment" in capsys.readouterr().err
+    assert "works on a Kinesis deployment" in capsys.readouterr().err
 
 
 def test_a_sequence_by_the_id_the_sender_printed_and_by_its_sequence_id(sent: Sent, capsys):
