@@ -28,7 +28,7 @@ from rdss import history, timestamps
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
 from rdss.errors import ErrorCode
-from rdss.logs import message_fields
+from rdss.logfields import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.repository.entries import record_id
