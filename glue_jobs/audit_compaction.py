@@ -1,8 +1,13 @@
-"""Audit compaction: the raw audit archive as Firehose writes it becomes curated Parquet.
+"""Audit compaction: the raw audit archive becomes curated Parquet.
 
-Input (``--input``): gzip objects of newline-delimited records under Hive-style hour prefixes
+Input (``--input``): the archive's objects under Hive-style hour prefixes
 (``audit/year=/month=/day=/hour=/<stream>-<version>-<yyyy-MM-dd-HH-mm-ss>-<uuid>.gz``), read
-recursively. Every line is the exact bytes a producer published, so it may be anything.
+recursively: gzip members of archive entries (rdss/archive.py), one line each, holding the exact
+bytes a producer published - so a record may be anything - with its stream, shard and sequence
+number. A record archived twice (Firehose, and an archiver restarted mid-stream, are at least
+once) is read once: of the entries sharing an identity only the first seen counts
+(:func:`archived_again`). A line of an archive written before entries is one record with no
+identity, as it always was.
 
 Optionally (``--errors``) the errors archive: the records the broker moved to the invalid and
 error channels, decorated (rdss/decoration.py). With it, records are accounted as the broker
@@ -16,7 +21,9 @@ valid message carrying them is curated like any other). Consumers' moves never e
 they are put on ``invalid`` and ``error`` by the consumers themselves, keyed ``moved:<group>``,
 and are no verdict on an input record (:func:`by_broker`).
 
-Output, under ``--output``:
+Output, under ``--output`` (and, printed, the counts: ``lines`` - the records, each once -
+``messages``, ``rejects``, ``duplicates``, and ``archivedAgain``, the entries left out as copies
+of a record already read):
 
 * ``messages/dt=<yyyy-MM-dd>/messageType=<type>/``: one row per messageId the broker accepted
   (:data:`schema.CURATED_COLUMNS`). The first-seen record wins: earliest archivedAt, then
@@ -60,8 +67,8 @@ except ModuleNotFoundError:  # on Glue (--extra-py-files) and when run as glue_j
     import runtime  # type: ignore[no-redef,import-not-found]
     import schema  # type: ignore[no-redef,import-not-found]
 
-#: The lines the transforms take: the raw line, the object it is in, and a number that
-#: increases down each object (:func:`with_line_numbers`).
+#: The lines the transforms take: the raw line (an archive entry), the object it is in, and a
+#: number that increases down each object (:func:`with_line_numbers`).
 LINE_COLUMNS = ("line", "source", "lineNumber")
 #: The objects the lines come from: when each was archived, and its place in archive order.
 OBJECT_COLUMNS = ("source", "archivedAt", "archivedDay", "objectRank")
@@ -69,7 +76,7 @@ OBJECT_COLUMNS = ("source", "archivedAt", "archivedDay", "objectRank")
 #: Where the job's Java half is built (``make setup``): the line parsers Spark calls. On Glue
 #: the same jar is passed with ``--extra-jars``.
 LIB = Path(__file__).resolve().parent / "lib"
-JAR = LIB / "rdss-glue.jar"
+JAR = runtime.JAR
 #: A class-data-sharing archive of the classes a run loads (``make setup`` records it): the
 #: JVM maps them instead of loading and verifying them one by one. Used when present.
 CDS_ARCHIVE = LIB / "spark-classes.jsa"
@@ -202,8 +209,9 @@ def normalised_type(message_type: Column) -> Column:
 
 
 def register(spark: SparkSession) -> None:
-    """Make :data:`HEADER_FUNCTION` and :data:`ERROR_FUNCTION` callable in ``spark``: the jar
-    must be on its classpath."""
+    """Make :data:`HEADER_FUNCTION`, :data:`ERROR_FUNCTION` and the archive entry reader
+    (:func:`runtime.entries`) callable in ``spark``: the jar must be on its classpath."""
+    runtime.register_entries(spark)
     try:
         spark.udf.registerJavaFunction(HEADER_FUNCTION, HEADER_CLASS, HEADER_FIELDS)
         spark.udf.registerJavaFunction(ERROR_FUNCTION, ERROR_CLASS, ERROR_RECORD_FIELDS)
@@ -218,13 +226,14 @@ def register(spark: SparkSession) -> None:
 
 def rejections(lines: DataFrame) -> DataFrame:
     """Errors-archive lines (``line, source``) as ``digest, errorCode, channel, bytes, crc32``:
-    one row per record the broker itself moved there.
+    one row per record the broker itself moved there (each archived record once).
 
     Which records are the broker's: :func:`by_broker`; a record that is not a decorated record
     (its payload cannot be recovered) cannot be matched and is left out.
     """
+    records = runtime.unique_entries(runtime.entries(lines.select("line", "source")))
     record = F.call_udf(ERROR_FUNCTION, F.col("line").cast("binary"))
-    read = lines.select(record.alias("record"), F.regexp_extract("source", ERROR_CHANNEL, 1).alias("channel"))
+    read = records.select(record.alias("record"), F.regexp_extract("source", ERROR_CHANNEL, 1).alias("channel"))
     field = F.col("record").getField
     broker = by_broker(field("errorCode")) & field("sha256").isNotNull()
     return read.where(broker).select(
@@ -254,9 +263,10 @@ def _payload_key(size: Column, crc: Column) -> Column:
 
 
 def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
-    """Each line's header fields, read by :data:`HEADER_FUNCTION` (an explicit schema, no inference).
+    """Each record's header fields, read by :data:`HEADER_FUNCTION` (an explicit schema, no inference).
 
-    ``lines`` has :data:`LINE_COLUMNS`. The result has the curated columns but archivedAt and
+    ``lines`` has :data:`LINE_COLUMNS`: each archive line is read as the record it holds
+    (:func:`runtime.entries`), whose identity the result keeps. The result has the curated columns but archivedAt and
     dt, the messageType partition value, the UTC day of publication, ``source`` and
     ``lineNumber``; for a line with no messageId (a reject) the raw line and whether it is
     JSON at all; and ``digest``, the SHA-256 of a line that may be one of the ``rejected``
@@ -264,7 +274,8 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
     wrong type becomes null, never an error.
     """
     header = F.call_udf(HEADER_FUNCTION, F.col("line").cast("binary"))
-    parsed = lines.select("line", "source", "lineNumber", header.alias("header"))
+    records = runtime.entries(lines.select(*LINE_COLUMNS))
+    parsed = records.select("line", "source", "lineNumber", *runtime.IDENTITY, header.alias("header"))
     candidate: Column = F.lit(False)
     if rejected is not None:
         # Hashing every line would cost more than parsing it: only lines of a rejected
@@ -304,6 +315,7 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
         F.when(no_message_id | candidate, F.col("line")).alias("rejectedLine"),
         F.when(no_message_id, field("json")).alias("rejectedJson"),
         digest.alias("digest"),
+        *runtime.IDENTITY,
     )
 
 
@@ -329,6 +341,30 @@ def locate(parsed: DataFrame, archive_objects: DataFrame) -> DataFrame:
         order_key.alias("orderKey"),
         F.when(F.col("rejectedLine").isNotNull(), F.col("source")).alias("rejectedFrom"),
     )
+
+
+def archived_again(records: DataFrame) -> DataFrame:
+    """The ``orderKey`` of every entry whose identity an earlier entry (in archive order) had:
+    copies of a record already read, to be left out (:func:`once`).
+
+    Repeats are few: an aggregate on a 64-bit hash of the identity finds the identities that
+    may repeat, and only their entries are compared whole, so that no string crosses a shuffle
+    for the rest and a hash collision costs a comparison, never a record.
+    """
+    identified = records.where(F.col("sequenceNumber").isNotNull()).select(
+        *runtime.IDENTITY, "orderKey", F.xxhash64(*runtime.IDENTITY).alias("_identity")
+    )
+    shared = identified.groupBy("_identity").count().where(F.col("count") > 1).select("_identity")
+    suspects = identified.join(F.broadcast(shared), "_identity", "left_semi")
+    first_seen = Window.partitionBy(*runtime.IDENTITY).orderBy("orderKey")
+    return suspects.withColumn("_copy", F.row_number().over(first_seen)).where(F.col("_copy") > 1).select("orderKey")
+
+
+def once(records: DataFrame, again: DataFrame) -> DataFrame:
+    """``records`` without the copies :func:`archived_again` names, and without the identity
+    columns (nothing after this needs them)."""
+    kept = records.join(F.broadcast(again), "orderKey", "left_anti")
+    return kept.drop(*runtime.IDENTITY)
 
 
 def matched(records: DataFrame, rejected: DataFrame) -> DataFrame:
@@ -433,7 +469,8 @@ def transform(lines: DataFrame, archive_objects: DataFrame, rejected: Rejections
     """The whole compaction as one function of DataFrames (what :func:`run` does, without
     keeping intermediate results or writing): lines with :data:`LINE_COLUMNS`, the objects
     they are in (:func:`objects`) and the broker's rejections, if known."""
-    records = locate(parse(lines, rejected), archive_objects)
+    located = locate(parse(lines, rejected), archive_objects)
+    records = once(located, archived_again(located))
     matches = None if rejected is None else matched(records, rejected.records)
     return compact(records, matches)
 
@@ -496,9 +533,12 @@ def run(
     register(spark)
     base = output.rstrip("/")
     mode = "append" if incremental else "overwrite"
-    records = kept_once(spark, locate(parse(lines, rejected), archive_objects))
+    located = kept_once(spark, locate(parse(lines, rejected), archive_objects))
     extra: dict[str, int] = {}
     try:
+        again = archived_again(located).persist(StorageLevel.MEMORY_AND_DISK)
+        extra["archivedAgain"] = again.count()  # materialised (with the records): small, broadcast
+        records = once(located, again)
         matches = None
         if rejected is not None:
             matches = matched(records, rejected.records).persist(StorageLevel.MEMORY_AND_DISK)
@@ -535,7 +575,7 @@ def run(
             lambda: dups.coalesce(1).write.mode(mode).parquet(f"{base}/duplicates"),
         )
     finally:
-        release(records)
+        release(located)
         spark.catalog.clearCache()
     counts = {
         name: int(seen.get["n"])

@@ -1,7 +1,8 @@
 """Audit report: what went through the system, what failed and why, how fast.
 
 Input (``--input``): what ``audit_compaction.py`` wrote (``messages/``, ``rejects/``,
-``duplicates/``). Optionally (``--errors``) the errors archive: Firehose objects under
+``duplicates/``). Optionally (``--errors``) the errors archive: objects of archive entries
+(rdss/archive.py, read by the jobs' Java half, each record once) under
 ``.../invalid/year=/.../`` and ``.../error/year=/.../`` whose records carry ``errorCode`` in
 their messageHeader (decorated in place, or wrapped with the original payload).
 
@@ -233,9 +234,10 @@ def read_curated(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame, 
 
 
 def read_errors(spark: SparkSession, path: str) -> DataFrame:
-    """Every line of the errors archive under ``path``, as :func:`error_records`."""
+    """Every record of the errors archive under ``path`` once, as :func:`error_records`."""
+    runtime.register_entries(spark)
     lines, _ = runtime.Context(spark, {}).archive_lines(path)
-    return error_records(lines)
+    return error_records(runtime.unique_entries(runtime.entries(lines)))
 
 
 def tables(messages: DataFrame, rejects: DataFrame, duplicates: DataFrame, errors: DataFrame) -> dict[str, DataFrame]:
@@ -315,6 +317,7 @@ JOB = runtime.Job(
         ),
     ),
     run=execute,
+    jars=(runtime.JAR,),
 )
 
 

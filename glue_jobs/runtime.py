@@ -29,6 +29,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 #: Spark settings every job needs, local or on Glue: UTC everywhere (days are UTC dates), no
 #: ANSI errors on odd input, timestamps written as Parquet INT64 microseconds without calendar
@@ -49,6 +50,66 @@ LOCAL_SETTINGS: Mapping[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.shuffle.partitions": "4",
 }
+
+
+#: The jobs' Java half (glue_jobs/java/, built by ``make setup``): the parsers Spark calls. On
+#: Glue the same jar is passed with ``--extra-jars``.
+JAR = Path(__file__).resolve().parent / "lib" / "rdss-glue.jar"
+
+#: The SQL function that reads one archive line as the record it holds
+#: (glue_jobs/java/rdss/glue/ArchiveEntry.java; rdss/archive.py defines the format).
+ENTRY_FUNCTION = "rdss_archive_entry"
+ENTRY_CLASS = "rdss.glue.ArchiveEntry"
+#: What it returns: the entry's identity and details, null for a legacy line (an archive written
+#: before entries, one raw record per line), and the record's exact bytes.
+ENTRY_FIELDS = T.StructType(
+    [
+        T.StructField("stream", T.StringType()),
+        T.StructField("shard", T.StringType()),
+        T.StructField("sequenceNumber", T.StringType()),
+        T.StructField("partitionKey", T.StringType()),
+        T.StructField("arrival", T.StringType()),
+        T.StructField("payload", T.BinaryType()),
+    ]
+)
+#: The columns that name a record: every reader counts one identity once (Firehose, and an
+#: archiver restarted mid-stream, archive some records twice).
+IDENTITY = ("stream", "shard", "sequenceNumber")
+
+
+def register_entries(spark: SparkSession) -> None:
+    """Make :data:`ENTRY_FUNCTION` callable in ``spark`` (:data:`JAR` must be on its classpath)."""
+    try:
+        spark.udf.registerJavaFunction(ENTRY_FUNCTION, ENTRY_CLASS, ENTRY_FIELDS)
+    except Exception as error:
+        if "rdss.glue." not in str(error) and "ClassNotFound" not in str(error):
+            raise
+        raise RuntimeError(
+            f"{ENTRY_CLASS} is not on Spark's classpath: build {JAR} (make setup) and start Spark with it, "
+            "or on AWS Glue pass it with --extra-jars"
+        ) from error
+
+
+def entries(lines: DataFrame) -> DataFrame:
+    """Archive lines (a ``line`` column, and any others) as the records they hold: ``line``
+    becomes the record's exact bytes and :data:`IDENTITY` columns are added (null for a
+    legacy line). ``line`` stays a string column: Spark keeps a string's bytes as they are,
+    valid UTF-8 or not, and casting it to binary gives them back."""
+    entry = F.call_udf(ENTRY_FUNCTION, F.col("line").cast("binary")).alias("_entry")
+    others = [name for name in lines.columns if name != "line"]
+    read = lines.select(entry, *others)
+    field = F.col("_entry").getField
+    return read.select(
+        field("payload").cast("string").alias("line"), *others, *(field(name).alias(name) for name in IDENTITY)
+    )
+
+
+def unique_entries(records: DataFrame) -> DataFrame:
+    """``records`` (with :data:`IDENTITY` columns) with each identity once; legacy records (no
+    identity) all kept. Which copy of an identity stays is not said: for a small frame whose
+    copies need not be told apart (the errors archive)."""
+    identified = records.where(F.col("sequenceNumber").isNotNull()).dropDuplicates(list(IDENTITY))
+    return identified.unionByName(records.where(F.col("sequenceNumber").isNull()))
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,21 @@ REJECT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("errorCode", "string"),
 )
 
-#: The raw audit archive as Firehose writes it: one JSON message per line (Athena reads the
-#: header fields it needs; the body stays a string).
+#: The raw archives as the archiver writes them: one archive entry per line (rdss/archive.py) -
+#: the record's identity and arrival, and its exact bytes as ``text`` (or ``base64`` when they
+#: are not UTF-8; Athena reads a record's header with json_extract on ``text``). A line of an
+#: archive written before entries is one raw message: its ``messageHeader`` and ``messageBody``
+#: read as before, the entry's columns null. Count a record once per identity
+#: (stream, shard, sequenceNumber): some are archived twice.
 RAW_AUDIT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rdssArchive", "int"),
+    ("stream", "string"),
+    ("shard", "string"),
+    ("sequenceNumber", "string"),
+    ("partitionKey", "string"),
+    ("arrival", "string"),
+    ("text", "string"),
+    ("base64", "string"),
     ("messageHeader", "string"),
     ("messageBody", "string"),
 )

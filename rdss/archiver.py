@@ -4,10 +4,14 @@ The spec's Audit Log is the component "through which every Message dispatched in
 will be routed", persisted to S3. On Kinesis every message enters through ``input`` and a
 Firehose delivery stream archives that channel. On RabbitMQ the exchanges route, so the
 archiver is a consumer of ``input`` - there, a Wire Tap of every channel (its own durable queues,
-bound to both exchanges) - under the consumer group ``audit``, and it writes what Firehose
-writes (:mod:`rdss.archive`): gzip objects of newline-terminated records under
-``audit/year=/month=/day=/hour=/`` prefixes of the arrival hour, to a directory or an S3
-bucket, so the Glue jobs read either archive unchanged.
+bound to both exchanges) - under the consumer group ``audit``, and it writes what the archiver
+processor writes through Firehose (:mod:`rdss.archive`): objects of gzip members of archive
+entries under ``audit/year=/month=/day=/hour=/`` prefixes of the arrival hour, to a directory
+or an S3 bucket, so every reader reads either archive unchanged. An entry's identity comes
+from the transport: the channel's name as its stream, the delivery's partition (queue, or
+the memory bus's partition) as its shard and its position as its sequence number. (On
+RabbitMQ a position names one delivery: a message redelivered after a crash is a new
+delivery, so it may be archived again under another identity.)
 
 Like every RabbitMQ consumer group, its queues exist from its first start (or from
 ``gateway.transport.declare("input", "audit")``): start it before traffic. Records are settled
@@ -168,7 +172,18 @@ class Archiver:
             return
         moment = datetime.fromtimestamp(self._opened or self.clock(), UTC)
         key = archive.object_key(self.prefix, moment, self.name)
-        self.sink.put(key, archive.encode([d.payload for d in self._buffer]))
+        entries = [
+            archive.frame(
+                d.payload,
+                stream=d.channel,
+                shard=d.partition,
+                sequence_number=d.position,
+                partition_key=d.key,
+                arrival=d.arrived,
+            )
+            for d in self._buffer
+        ]
+        self.sink.put(key, b"".join(member.data for member in archive.pack(entries)))
         self.consumer.settle(self._buffer)
         self.consumer.commit()
         self.stats.records += len(self._buffer)

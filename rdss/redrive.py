@@ -22,12 +22,18 @@ acknowledged without sending if they did. So a batch whose records had partly go
 redrive run twice, routes nothing twice. (The sequencer needs no identity: it stages parts by
 position, and a part that arrives again changes nothing.)
 
-The audit archive holds the bytes of every ``input`` record but not their sequence numbers, so
-a range past the stream's retention is matched through the Local Data Repository: an archived
-message claimed by a record of the range is that record (put back with its identity); a message
-valid on arrival that nobody claimed was never processed (put back as it is). Records with no
-trustworthy messageId cannot be matched and are reported, as is a range older than the
-repository's memory, where "nobody claimed it" no longer means "never processed".
+A range past the stream's retention is looked for in the audit archive. Its entries carry each
+record's identity (:mod:`rdss.archive`): the entries of the range's shard and sequence numbers
+are its records, exactly. An archive written before entries holds bare bytes, matched through
+the Local Data Repository: an archived message claimed by a record of the range is that record
+(put back with its identity); a message valid on arrival that nobody claimed was never
+processed (put back as it is). Legacy records with no trustworthy messageId cannot be matched
+and are reported, as is a range older than the repository's memory, where "nobody claimed it"
+no longer means "never processed".
+
+The archiver's parked batches are records that were never archived: they are not put back on
+their channel (its consumers would get them twice) but archived now, with their identities,
+through the channel's delivery stream (:meth:`rdss.archiving.ArchiverApp.write`).
 """
 
 from __future__ import annotations
@@ -137,6 +143,10 @@ class Found:
 
     data: bytes
     identity: str | None
+    #: The stream record as it was read (the archiver frames it again so).
+    partition_key: str | None = None
+    sequence_number: str | None = None
+    arrival: datetime | None = None
 
 
 @dataclass
@@ -163,11 +173,14 @@ class BatchOutcome:
 
     def line(self, dry_run: bool) -> str:
         what = self.pointer.describe() if self.pointer else f"queue message {self.message_id}"
+        archiving = self.processor == "archiver"
         if self.problem is not None:
-            done = f"; {self.records} record(s) put back" if self.records and not dry_run else ""
+            done = f"; {self.records} record(s) {'archived' if archiving else 'put back'}"
+            done = done if self.records and not dry_run else ""
             return f"{self.processor}: NOT RECOVERED {what}: {self.problem}{done}"
-        verb = "would put back" if dry_run else "put back"
-        return f"{self.processor}: {verb} {self.records} record(s) on {self.channel} from the {self.source}: {what}"
+        verb = ("would archive" if dry_run else "archived") if archiving else "put back"
+        verb = "would put back" if dry_run and verb == "put back" else verb
+        return f"{self.processor}: {verb} {self.records} record(s) of {self.channel} from the {self.source}: {what}"
 
 
 @dataclass
@@ -208,6 +221,7 @@ class Redriver:
         kinesis: Any,
         s3: Any = None,
         dynamodb: Any = None,
+        firehose: Any = None,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.time,
         wait_seconds: int = 1,
@@ -217,13 +231,15 @@ class Redriver:
         self.kinesis = kinesis
         self.s3 = s3
         self.dynamodb = dynamodb
+        #: Firehose, where the archiver's parked batches are archived (rdss.archiving).
+        self.firehose = firehose
         self.batcher = PutRecordsBatcher(kinesis, backoff=backoff) if backoff else PutRecordsBatcher(kinesis)
         self.clock = clock
         self.wait_seconds = wait_seconds
 
     def processors(self) -> list[str]:
         """Processors with an event source mapping (and so an on-failure queue of pointers)."""
-        return [p.name for p in self.deployment.topology.processors if p.source is not None]
+        return [p.name for p in self.deployment.topology.processors if p.sources]
 
     def run(self, processors: Sequence[str] | None = None, *, dry_run: bool = False) -> RedriveReport:
         """Redrive every pointer of these processors' queues (default: all of them).
@@ -249,9 +265,10 @@ class Redriver:
                     trimmed.append(outcome)
             if trimmed:
                 self._from_archive(trimmed)
+            archives = bool(self.deployment.topology.processor(name).archives)
             for _, outcome in outcomes:
                 if outcome.found and not dry_run:
-                    self._put_back(outcome)
+                    self._archive(outcome) if archives else self._put_back(outcome)
                 if outcome.records == 0 and outcome.problem is None and outcome.pointer is not None:
                     outcome.problem = "no records found"
                 report.batches.append(outcome)
@@ -342,7 +359,13 @@ class Redriver:
             return outcome
         outcome.source = "stream"
         outcome.found = [
-            Found(r["Data"], redriven_record(r["PartitionKey"]) or f"{pointer.shard_id}/{r['SequenceNumber']}")
+            Found(
+                r["Data"],
+                redriven_record(r["PartitionKey"]) or f"{pointer.shard_id}/{r['SequenceNumber']}",
+                r["PartitionKey"],
+                r["SequenceNumber"],
+                r.get("ApproximateArrivalTimestamp"),
+            )
             for r in records
         ]
         outcome.records = len(outcome.found)
@@ -370,11 +393,21 @@ class Redriver:
         assert self.dynamodb is not None
         lines: dict[bytes, None] = {}
         objects: set[str] = set()
+        seen = archive.Identities()
         for outcome in searchable:
             assert outcome.pointer is not None
             assert outcome.channel is not None
             prefix = self.deployment.topology.channel(outcome.channel).archive or ""
-            lines.update(dict.fromkeys(self._archived(prefix, outcome.pointer, objects)))
+            for entry in archive.unique(self._archived(prefix, outcome.pointer, objects), seen):
+                if entry.legacy:
+                    lines[entry.payload] = None
+                    continue
+                for other in searchable:  # an entry names its record: in a range, or in none
+                    assert other.pointer is not None
+                    if entry.stream == other.pointer.stream and other.pointer.covers_record(entry.record or ""):
+                        other.found.append(
+                            Found(entry.payload, redriven_record(entry.partition_key or "") or entry.record)
+                        )
         ids = {line: _message_id(line) for line in lines}
         claims = LocalDataRepository(self.dynamodb, self.deployment.table("messages")).get(
             [i for i in ids.values() if i]
@@ -427,14 +460,14 @@ class Redriver:
             return "there is no S3 and DynamoDB client to search the archive with"
         return None
 
-    def _archived(self, prefix: str, pointer: Pointer, read: set[str]) -> list[bytes]:
-        """The lines of the archive objects delivered in the hours the batch could be in (each
+    def _archived(self, prefix: str, pointer: Pointer, read: set[str]) -> list[archive.Entry]:
+        """The entries of the archive objects delivered in the hours the batch could be in (each
         object once: ``read`` names those already read)."""
         assert pointer.first_arrival is not None
         hour = pointer.first_arrival.replace(minute=0, second=0, microsecond=0)
         last = (pointer.last_arrival or pointer.first_arrival) + _ARCHIVE_LAG
         bucket = self.deployment.bucket("audit")
-        lines: list[bytes] = []
+        lines: list[archive.Entry] = []
         while hour <= last:
             paginator = self.s3.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=bucket, Prefix=archive.hour_prefix(prefix, hour)):
@@ -443,7 +476,7 @@ class Redriver:
                         continue
                     read.add(entry["Key"])
                     body = self.s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()
-                    lines.extend(archive.decode(body))
+                    lines.extend(archive.read(body))
             hour += timedelta(hours=1)
         return lines
 
@@ -474,6 +507,19 @@ class Redriver:
                 f"{len(report.failed)} of {len(records)} record(s) not accepted by {stream} "
                 f"({first.error_code}: {first.error_message})"
             )
+
+    def _archive(self, outcome: BatchOutcome) -> None:
+        """Archive the records of an archiver's parked batch now, each with its identity."""
+        from rdss.archiving.app import rearchive
+
+        assert outcome.pointer is not None
+        records = [(f.data, f.sequence_number or "", f.partition_key, f.arrival) for f in outcome.found]
+        try:
+            outcome.problem = rearchive(
+                self.deployment, self.firehose, self.s3, outcome.pointer.stream, outcome.pointer.shard_id, records
+            )
+        except (ClientError, BotoCoreError) as error:
+            outcome.problem = f"archiving the records failed: {error}"
 
     def _shard_hash_key(self, stream: str, shard_id: str) -> str | None:
         """A hash key inside the shard's range, so put-back records land where they were."""
@@ -527,4 +573,5 @@ def redrive(
         kinesis=clients("kinesis"),
         s3=clients("s3"),
         dynamodb=clients("dynamodb"),
+        firehose=clients("firehose"),
     ).run(processors, dry_run=dry_run)

@@ -23,7 +23,8 @@ class Channel:
     name: str
     kind: ChannelKind
     description: str
-    #: Where Firehose archives every record of this channel (an S3 key prefix), if anywhere.
+    #: Where every record of this channel is archived (an S3 key prefix whose first segment names
+    #: the bucket), if anywhere: the archiver writes it through a Firehose delivery stream.
     archive: str | None = None
 
 
@@ -67,7 +68,8 @@ class Processor:
     name: str
     handler: str  # path under lambdas/, e.g. "broker/handler.handler"
     description: str
-    source: str | None = None  # the channel its event source mapping reads
+    #: The channels it reads, one event source mapping each (the broker: ``input``).
+    sources: tuple[str, ...] = ()
     sends_to: tuple[str, ...] = ()
     reads_tables: tuple[str, ...] = ()
     writes_tables: tuple[str, ...] = ()
@@ -75,6 +77,9 @@ class Processor:
     writes_buckets: tuple[str, ...] = ()
     #: An EventBridge schedule expression for processors that run on a timer.
     schedule: str | None = None
+    #: Archived channels whose Firehose delivery streams it writes (PutRecordBatch), and under
+    #: whose archive prefixes it may store an entry too large for one Firehose record.
+    archives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,9 +97,15 @@ class Topology:
             if route.channel not in self._by_name:
                 raise ValueError(f"route {route} names an unknown channel")
         for processor in self.processors:
-            for name in (processor.source, *processor.sends_to):
-                if name is not None and name not in self._by_name:
+            for name in (*processor.sources, *processor.sends_to, *processor.archives):
+                if name not in self._by_name:
                     raise ValueError(f"processor {processor.name} names an unknown channel {name!r}")
+            for name in processor.archives:
+                self.archive_bucket(name)  # archived, to a bucket that exists
+        written = {name for p in self.processors for name in p.archives if name in p.sources}
+        unwritten = [c.name for c in self.archived() if c.name not in written]
+        if unwritten:
+            raise ValueError(f"no processor reads and archives channel(s) {unwritten}")
 
     def channel(self, name: str) -> Channel:
         return self._by_name[name]
@@ -112,23 +123,42 @@ class Topology:
     def processor(self, name: str) -> Processor:
         return next(p for p in self.processors if p.name == name)
 
+    def archived(self) -> tuple[Channel, ...]:
+        """The channels whose every record is archived."""
+        return tuple(c for c in self.channels if c.archive is not None)
+
+    def archive_bucket(self, channel: str) -> str:
+        """The bucket a channel is archived to: the first segment of its archive prefix names it
+        (``errors/invalid/`` -> ``errors``), so the topology stays the one description of both."""
+        prefix = self.channel(channel).archive
+        if prefix is None:
+            raise ValueError(f"channel {channel} is not archived")
+        bucket = prefix.split("/", 1)[0]
+        if bucket not in {b.name for b in self.buckets}:
+            raise ValueError(f"channel {channel} archives to {prefix!r}, but no bucket {bucket!r} exists")
+        return bucket
+
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
 
 
 _ALL = ("Command", "Event", "Document")
 
+_CHANNELS = (
+    Channel("input", "input", "Every message producers publish", archive="audit/"),
+    Channel("metadata", "routed", "Data Type Channel: MetadataCreate/Update/Delete and MetadataRead requests"),
+    Channel("vocabulary", "routed", "Data Type Channel: VocabularyRead requests and VocabularyPatch"),
+    Channel("responses", "routed", "Replies (Documents answering Read requests) with no other return address"),
+    Channel("sequence", "sequence", "Parts of multi-message sequences, keyed by sequence id"),
+    Channel("invalid", "invalid", "Invalid Message Queue", archive="errors/invalid/"),
+    Channel("error", "error", "Error Message Queue", archive="errors/error/"),
+)
+#: The channels whose every record is archived: the archiver reads and archives each.
+_ARCHIVED = tuple(c.name for c in _CHANNELS if c.archive is not None)
+
 #: The RDSS topology (spec: Topology; ARCHITECTURE.md: Message flow).
 RDSS = Topology(
-    channels=(
-        Channel("input", "input", "Every message producers publish", archive="audit/"),
-        Channel("metadata", "routed", "Data Type Channel: MetadataCreate/Update/Delete and MetadataRead requests"),
-        Channel("vocabulary", "routed", "Data Type Channel: VocabularyRead requests and VocabularyPatch"),
-        Channel("responses", "routed", "Replies (Documents answering Read requests) with no other return address"),
-        Channel("sequence", "sequence", "Parts of multi-message sequences, keyed by sequence id"),
-        Channel("invalid", "invalid", "Invalid Message Queue", archive="errors/invalid/"),
-        Channel("error", "error", "Error Message Queue", archive="errors/error/"),
-    ),
+    channels=_CHANNELS,
     routes=(
         Route("MetadataCreate", _ALL, "metadata"),
         Route("MetadataUpdate", _ALL, "metadata"),
@@ -161,8 +191,8 @@ RDSS = Topology(
         ),
     ),
     buckets=(
-        Bucket("audit", "Firehose archive of every record published to input"),
-        Bucket("errors", "Firehose archive of the invalid and error channels"),
+        Bucket("audit", "Archive of every record published to input (rdss.archive entries)"),
+        Bucket("errors", "Archive of the invalid and error channels (rdss.archive entries)"),
         Bucket("staging", "Bodies of sequence parts until their sequence completes", expire_after_days=8),
     ),
     processors=(
@@ -170,7 +200,7 @@ RDSS = Topology(
             "broker",
             "broker/handler.handler",
             "Classifies, de-duplicates and routes every message of the input channel",
-            source="input",
+            sources=("input",),
             sends_to=("metadata", "vocabulary", "responses", "sequence", "invalid", "error"),
             reads_tables=("messages",),
             writes_tables=("messages",),
@@ -181,7 +211,7 @@ RDSS = Topology(
             "sequencer",
             "sequencer/handler.handler",
             "Holds sequence parts until complete, validates the whole, releases the parts in order",
-            source="sequence",
+            sources=("sequence",),
             sends_to=("metadata", "vocabulary", "responses", "invalid", "error"),
             reads_tables=("sequences", "messages"),
             # messages: its failed attempts at a part (rdss.attempts), as the broker counts its own
@@ -200,6 +230,14 @@ RDSS = Topology(
             reads_buckets=("staging",),
             writes_buckets=("staging", "errors"),
             schedule="rate(5 minutes)",
+        ),
+        Processor(
+            "archiver",
+            "archiver/handler.handler",
+            "Frames every record of the archived channels as an archive entry and writes them, gzip members of "
+            "many entries, to the channels' Firehose delivery streams",
+            sources=_ARCHIVED,
+            archives=_ARCHIVED,
         ),
     ),
 )
@@ -225,6 +263,12 @@ class Deployment:
     def bucket(self, bucket: str) -> str:
         return self.bucket_names.get(bucket) or f"{self.prefix}-{self.environment}-{bucket}"
 
+    def delivery_stream(self, channel: str) -> str:
+        """The Firehose delivery stream archiving a channel: named as its stream, e.g. ``rdss-dev-input``."""
+        if self.topology.channel(channel).archive is None:
+            raise ValueError(f"channel {channel} is not archived")
+        return self.stream(channel)
+
     def function(self, processor: str) -> str:
         """The Lambda function of a processor, e.g. ``rdss-dev-broker``."""
         self.topology.processor(processor)
@@ -248,6 +292,8 @@ class Deployment:
         variables = {"RDSS_ENV": self.environment, "RDSS_PREFIX": self.prefix}
         for channel in self.topology.channels:
             variables[f"RDSS_STREAM_{channel.name.upper()}"] = self.stream(channel.name)
+        for channel in self.topology.archived():
+            variables[f"RDSS_DELIVERY_STREAM_{channel.name.upper()}"] = self.delivery_stream(channel.name)
         for table in self.topology.tables:
             variables[f"RDSS_TABLE_{table.name.upper()}"] = self.table(table.name)
         for bucket in self.topology.buckets:
@@ -263,6 +309,8 @@ class Resolved:
     tables: Mapping[str, str]
     buckets: Mapping[str, str]
     environment: str
+    #: channel -> the Firehose delivery stream archiving it
+    delivery_streams: Mapping[str, str] = field(default_factory=dict)
 
     def stream(self, channel: str) -> str:
         return self.streams[channel]
@@ -272,6 +320,9 @@ class Resolved:
 
     def bucket(self, bucket: str) -> str:
         return self.buckets[bucket]
+
+    def delivery_stream(self, channel: str) -> str:
+        return self.delivery_streams[channel]
 
 
 def from_environment(environ: Mapping[str, str] | None = None, topology: Topology = RDSS) -> Resolved:
@@ -293,4 +344,5 @@ def from_environment(environ: Mapping[str, str] | None = None, topology: Topolog
         tables={t.name: read("TABLE", t.name) for t in topology.tables},
         buckets={b.name: read("BUCKET", b.name) for b in topology.buckets},
         environment=deployment.environment,
+        delivery_streams={c.name: read("DELIVERY_STREAM", c.name) for c in topology.archived()},
     )

@@ -45,6 +45,13 @@ from rdss.repository.conflicts import CONFLICT
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import Repository
 from rdss.topology import Deployment
+from rdss.trace_content import carried_header as _carried_header
+from rdss.trace_content import header_of as _header_of
+from rdss.trace_content import holds as _holds
+from rdss.trace_content import is_part as _is_part
+from rdss.trace_content import member_object as _object
+from rdss.trace_content import mentions as _mentions
+from rdss.trace_content import message_id as _message_id
 
 #: How far before an anchor moment the archives are listed (Firehose buffers up to 15 minutes;
 #: a producer's clock may run late) and how far after.
@@ -260,11 +267,17 @@ class Tracer:
         self.now = now or timestamps.now()
 
     def trace(self, message_id: str, *, since: datetime | None = None) -> Timeline:
+        """The timeline of a messageId, or of one ``input`` record named ``SHARD/SEQUENCE``
+        (:mod:`rdss.trace_record`: for a record no messageId names, such as an empty one)."""
+        from rdss.trace_record import is_record, trace_record
+
+        if is_record(message_id):
+            return trace_record(self, message_id, since=since)
         timeline = Timeline(message_id)
         needle = message_id.encode()
         start = since or self.now - DEFAULT_WINDOW
         found = {
-            c.name: [r for r in self._read(c.name, start) if needle in r.data]
+            c.name: [r for r in self._read(c.name, start) if _mentions(r.data, needle)]
             for c in self.deployment.topology.channels
         }
         if not any(_message_id(r.data) == message_id for records in found.values() for r in records):
@@ -349,7 +362,7 @@ class Tracer:
         """Each input record holding the message, and what the broker decided for it."""
         claim = claims.get(timeline.message_id)
         for record in found["input"]:
-            if _message_id(record.data) != timeline.message_id:
+            if not _holds(record.data, timeline.message_id):
                 continue  # another message naming this id (a reply's correlationId, say)
             timeline.events.append(Event(record.arrived, "input", f"record {record.record} entered input"))
             dispatch = Dispatch(record.record, record.arrived, "pending")
@@ -464,29 +477,33 @@ class Tracer:
 
     # -- what the archives hold ----------------------------------------------------------------
     def _archives(self, timeline: Timeline, needle: bytes, window: tuple[datetime, datetime]) -> None:
+        """The archive entries that hold the message, each record once (an entry archived again
+        has the same identity)."""
         for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
             name = self.buckets[bucket]
+            seen = archive.Identities()
             for prefix in _hour_prefixes(base, *window, errors=bucket == "errors"):
                 for key, written in self._keys(name, prefix):
                     try:
-                        body = self.s3.get_object(Bucket=name, Key=key)["Body"].read()
-                        lines = archive.decode(body)
+                        entries = archive.read(self.s3.get_object(Bucket=name, Key=key)["Body"].read())
                     except (ClientError, OSError, EOFError):
                         continue
-                    for number, line in enumerate(lines, 1):
-                        if needle not in line:
+                    for number, entry in enumerate(entries, 1):
+                        if not _mentions(entry.payload, needle) or not _holds(entry.payload, timeline.message_id):
                             continue
-                        header = _header_of(line) or {}
-                        if header.get("messageId") != timeline.message_id:
+                        if not seen.first(entry):
                             continue
                         found: dict[str, Any] = {"archive": bucket, "bucket": name, "key": key, "line": number}
-                        outer = orjson.loads(line).get("messageHeader", {}) if bucket == "errors" else {}
-                        what = f"archived in s3://{name}/{key}, line {number}"
+                        what = f"archived in s3://{name}/{key}, entry {number}"
+                        if entry.identity is not None:
+                            found |= {"stream": entry.stream, "record": entry.record, "arrival": entry.arrival}
+                            what += f" ({entry.stream} {entry.record})"
+                        outer = (_carried_header(entry.payload) or {}) if bucket == "errors" else {}
                         if outer.get("errorCode"):
                             found["errorCode"] = outer["errorCode"]
                             what += f" ({outer['errorCode']})"
                         timeline.archives.append(found)
-                        timeline.events.append(Event(written, bucket, what))
+                        timeline.events.append(Event(entry.arrived or written, bucket, what))
 
     def _keys(self, bucket: str, prefix: str) -> list[tuple[str, datetime | None]]:
         """The objects under one hour prefix, and when each was written."""
@@ -512,32 +529,6 @@ def _hour_prefixes(base: str, start: datetime, end: datetime, *, errors: bool) -
     return prefixes
 
 
-def _header_of(data: bytes) -> dict[str, Any] | None:
-    """The message header of a record; for a wrapped one (a payload that could not be decorated
-    in place), its original's header when that can be read."""
-    try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("messageHeader"), dict):
-        return None
-    if decoration.is_wrapped(parsed):
-        try:
-            parsed = orjson.loads(decoration.original(data))
-        except (ValueError, orjson.JSONDecodeError):
-            return None
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("messageHeader"), dict):
-            return None
-    header: dict[str, Any] = parsed["messageHeader"]
-    return header
-
-
-def _message_id(data: bytes) -> str | None:
-    header = _header_of(data)
-    value = (header or {}).get("messageId")
-    return value if isinstance(value, str) else None
-
-
 def _decorated_copy(found: Mapping[str, list[_Record]], payload: bytes) -> dict[str, Any] | None:
     """The outer header (errorCode, errorDescription) of the decorated copy of ``payload``."""
     for channel in ("invalid", "error"):
@@ -552,17 +543,6 @@ def _decorated_copy(found: Mapping[str, list[_Record]], payload: bytes) -> dict[
                 header: dict[str, Any] = orjson.loads(record.data)["messageHeader"]
                 return header
     return None
-
-
-def _is_part(data: bytes) -> bool:
-    header = _header_of(data) or {}
-    return bool(_object(header, "messageSequence").get("total", 1) != 1)
-
-
-def _object(header: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """A header member that should be an object (a broken copy's may be anything): {} if not."""
-    value = header.get(name)
-    return value if isinstance(value, Mapping) else {}
 
 
 def _is_error(code: Any) -> bool:

@@ -23,7 +23,8 @@ from rdss.validation import validate_message
 if TYPE_CHECKING:
     from rdss.trace import Tracer, _Record
 
-from rdss.trace import ARCHIVE_AFTER, ARCHIVE_BEFORE, Event, Timeline, _header_of
+from rdss.trace import ARCHIVE_AFTER, ARCHIVE_BEFORE, Event, Timeline
+from rdss.trace_content import header_of as _header_of
 
 _NOT_ROUTED = ("input", "sequence", "invalid", "error")
 

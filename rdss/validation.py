@@ -45,7 +45,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -495,7 +495,13 @@ _LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 def _float(text: str) -> float | Decimal:
     number = float(text)
-    return number if math.isfinite(number) else Decimal(text)  # 1e400: kept, not infinity
+    if math.isfinite(number):
+        return number
+    try:
+        return Decimal(text)  # 1e400: kept, not infinity
+    except InvalidOperation:  # an exponent beyond any decimal's (10^(10^18)): no value to judge
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ValueError(f"the number {shown} is beyond any exponent a number can hold") from None
 
 
 def _no_constant(name: str) -> Any:

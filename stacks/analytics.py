@@ -151,6 +151,7 @@ class Analytics(Construct):
                 arguments={"--input": curated.url, "--output": reports.url, "--errors": errors.url},
                 reads=(curated, errors),
                 writes=(reports,),
+                jars=(GLUE_JAR,),  # the archive entry reader
             ),
         )
         self.jobs = {

@@ -1,43 +1,37 @@
-"""Firehose archives: every record of a channel, as sent, in S3 (rdss.archive's layout)."""
+"""Firehose archives: every record of a channel, as an archive entry, in S3 (rdss.archive's layout)."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kinesisfirehose as firehose
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION
+from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
 from rdss.topology import Channel, Deployment, Topology
 from stacks.config import EnvironmentConfig
 from stacks.nag import NIST, Acknowledgements, acknowledge
 
 
 def archive_bucket_of(channel: Channel, topology: Topology) -> str:
-    """The bucket a channel is archived to: the first segment of its archive prefix names it
-    (``errors/invalid/`` -> ``errors``), so the topology stays the one description of both."""
-    if channel.archive is None:
-        raise ValueError(f"channel {channel.name} is not archived")
-    bucket = channel.archive.split("/", 1)[0]
-    if bucket not in {b.name for b in topology.buckets}:
-        raise ValueError(f"channel {channel.name} archives to {channel.archive!r}, but no bucket {bucket!r} exists")
-    return bucket
+    """The bucket a channel is archived to (:meth:`rdss.topology.Topology.archive_bucket`)."""
+    return topology.archive_bucket(channel.name)
 
 
 class ChannelArchive(Construct):
-    """A delivery stream from one channel to its bucket.
+    """A Direct PUT delivery stream from the archiver to one channel's archive prefix.
 
-    Records are written gzip-compressed with a newline appended to each (Firehose itself adds
-    no delimiter), under ``<archive prefix>year=/month=/day=/hour=/`` of the delivery time.
-    Failed deliveries land under ``delivery-failures/`` in the same bucket, outside the
-    archive prefix, so Glue and Athena never mistake them for messages.
+    The archiver (rdss.archiving) puts gzip members of archive entries with PutRecordBatch;
+    the delivery stream concatenates the records it buffered, as they are - no compression of
+    its own (they are gzip already) and no delimiter (each member ends its entries with a
+    newline) - into objects named ``...gz`` under ``<archive prefix>year=/month=/day=/hour=/``
+    of the delivery time. Failed deliveries land under ``delivery-failures/`` in the same
+    bucket, outside the archive prefix, so Glue and Athena never mistake them for messages.
 
-    The delivery stream has no server-side encryption of its own: AWS does not allow it for a
-    Kinesis-stream source. Data is encrypted in the source stream (KMS) and in the bucket (KMS);
-    Firehose holds it only in transit.
+    The delivery stream encrypts what it holds with the deployment's key (server-side
+    encryption, possible for a Direct PUT source); the bucket encrypts the objects with it.
     """
 
     def __init__(
@@ -47,7 +41,6 @@ class ChannelArchive(Construct):
         *,
         channel: Channel,
         deployment: Deployment,
-        stream: kinesis.IStream,
         bucket: s3.IBucket,
         bucket_label: str,  # the bucket's topology name, for people reading acknowledgements
         key: kms.IKey,
@@ -69,27 +62,22 @@ class ChannelArchive(Construct):
             bucket,
             data_output_prefix=channel.archive + FIREHOSE_HOUR_EXPRESSION,
             error_output_prefix=FIREHOSE_ERROR_EXPRESSION,
-            compression=firehose.Compression.GZIP,
-            processors=[firehose.AppendDelimiterToRecordProcessor()],
+            # each record is a gzip member already: concatenated they are one gzip object
+            compression=firehose.Compression.UNCOMPRESSED,
+            file_extension=OBJECT_EXTENSION,
             encryption_key=key,
             buffering_interval=cdk.Duration.seconds(config.archive.buffer_seconds),
             buffering_size=cdk.Size.mebibytes(config.archive.buffer_mib),
             logging_config=firehose.EnableLogging(self.log_group),
         )
+        self.name = deployment.delivery_stream(channel.name)
         self.delivery_stream = firehose.DeliveryStream(
             self,
             "DeliveryStream",
             # rdss.archive's object names start with the delivery stream's name: the channel's.
-            delivery_stream_name=deployment.stream(channel.name),
-            source=firehose.KinesisStreamSource(stream),
+            delivery_stream_name=self.name,
             destination=destination,
-        )
-        acknowledge(
-            self.delivery_stream,
-            "AwsSolutions-KDF1",
-            f"{deployment.stream(channel.name)} reads from a Kinesis stream, and AWS allows no delivery-stream "
-            f"encryption for that source: records are KMS-encrypted in the {channel.name} stream and in the "
-            f"{bucket_label} bucket, and only in transit (TLS) in between",
+            encryption=firehose.StreamEncryption.customer_managed_key(key),
         )
         # The S3 destination grants its role read/write on the bucket and encrypt/decrypt on the
         # key: the permissions AWS documents for Firehose delivering to S3 with SSE-KMS.
@@ -102,7 +90,7 @@ class ChannelArchive(Construct):
         acknowledge(
             self.delivery_stream,
             f"{NIST}-IAMNoInlinePolicy",
-            f"the source and destination roles of {deployment.stream(channel.name)}: each policy holds the grants of "
+            f"the destination role of {self.name}: its policy holds the grants of "
             "exactly its role (created, changed and deleted with it); a managed policy would only let it be attached "
             "elsewhere",
         )

@@ -63,7 +63,8 @@ REPORT_TABLE_PREFIX = "report_"
 class Catalog(Construct):
     """The database ``rdss_<env>`` and its tables:
 
-    - ``audit_raw``: the audit archive as Firehose writes it (JSON lines, gzip, hour partitions);
+    - ``audit_raw``: the audit archive as the archiver writes it (archive entries, one per line,
+      gzip, hour partitions; lines of archives written before entries read as raw messages);
     - ``errors_raw``: the invalid and error archives, partitioned by channel and hour;
     - ``messages``: the curated Parquet the compaction job writes (dt, messageType);
     - ``rejects`` and ``duplicates``: the compaction job's other outputs;
@@ -99,7 +100,8 @@ class Catalog(Construct):
         self.audit_raw = self._table(
             "AuditRaw",
             name="audit_raw",
-            description="Every record published to the input channel, as sent (one JSON message per line)",
+            description="Every record published to the input channel, as sent: one archive entry per line (the "
+            "record's identity, arrival and exact bytes; a record archived twice shares its identity)",
             columns=raw_columns,
             partitions=schema.RAW_AUDIT_PARTITIONS,
             location=audit,

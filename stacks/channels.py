@@ -20,6 +20,8 @@ class Channels(Construct):
     ):
         super().__init__(scope, construct_id)
         capacity = config.stream_capacity
+        # provisioned: each channel's shards sized from the configured traffic (rdss.capacity)
+        shards = config.capacity.shards
         self.streams: dict[str, kinesis.Stream] = {}
         for channel in deployment.topology.channels:
             stream = kinesis.Stream(
@@ -28,10 +30,11 @@ class Channels(Construct):
                 stream_name=deployment.stream(channel.name),
                 encryption=kinesis.StreamEncryption.KMS,
                 encryption_key=key,
-                # The spec's channel TTL: a message not consumed within a week is gone.
+                # The spec's channel TTL (168 h); dev keeps 24 h, the price of a shard without
+                # extended retention.
                 retention_period=cdk.Duration.hours(config.stream_retention_hours),
                 stream_mode=kinesis.StreamMode.ON_DEMAND if capacity.on_demand else kinesis.StreamMode.PROVISIONED,
-                shard_count=None if capacity.on_demand else capacity.shards_for(channel.name),
+                shard_count=None if capacity.on_demand else shards[channel.name],
                 removal_policy=config.cdk_removal_policy,
             )
             acknowledge(

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 
+from rdss.capacity import Plan, Traffic, plan
 from rdss.topology import RDSS, Topology
 
 CONTEXT_KEY = "rdss"
@@ -57,18 +58,45 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class TrafficSettings:
+    """The steady rate the environment is sized for, and the headroom kept above it."""
+
+    #: Messages per second into ``input`` (116/s is 10 million a day).
+    rate_per_second: float = 1.16
+    #: Provisioned streams carry this many times the rate (bursts, a consumer catching up).
+    headroom: float = 2.0
+
+
+@dataclass(frozen=True)
 class StreamCapacity:
-    """Kinesis capacity: on-demand, or a shard count per channel (``default`` for the rest)."""
+    """Kinesis capacity: on-demand, or provisioned shards per channel.
+
+    Provisioned shard counts are sized from the traffic (``rdss.capacity``: bytes and records in,
+    bytes out to every reader, times the headroom) unless ``shards`` names a count for the
+    channel or a ``default`` for all.
+    """
 
     mode: Literal["on-demand", "provisioned"] = "on-demand"
-    shards: Mapping[str, int] = field(default_factory=lambda: {"default": 1})
+    shards: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def on_demand(self) -> bool:
         return self.mode == "on-demand"
 
-    def shards_for(self, channel: str) -> int:
-        return int(self.shards.get(channel, self.shards.get("default", 1)))
+
+@dataclass(frozen=True)
+class TableCapacity:
+    """The ``messages`` table (the broker's claims): on-demand, or provisioned with auto scaling
+    from the capacity the traffic needs (at ``target_utilization``) up to ``max_scale`` times it.
+    The other tables see little traffic and stay on-demand."""
+
+    mode: Literal["on-demand", "provisioned"] = "on-demand"
+    target_utilization: float = 0.7
+    max_scale: float = 4.0
+
+    @property
+    def on_demand(self) -> bool:
+        return self.mode == "on-demand"
 
 
 @dataclass(frozen=True)
@@ -123,7 +151,10 @@ class BucketLifecycle:
 
     expire_after_days: int | None = None
     infrequent_access_after_days: int | None = None
+    #: To Glacier Instant Retrieval (read as any object, at a retrieval fee).
     glacier_after_days: int | None = None
+    #: To Glacier Deep Archive (restored before it can be read, within 12 hours).
+    deep_archive_after_days: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,10 +175,26 @@ class RetentionSettings:
 
 @dataclass(frozen=True)
 class ArchiveSettings:
-    """Firehose buffering: how long/large a batch grows before it becomes one S3 object."""
+    """The archive: the archiver's batches, and Firehose's buffering of them into S3 objects."""
 
+    #: Firehose buffering: how long/large a buffer grows before it becomes one S3 object.
     buffer_seconds: int = 300
     buffer_mib: int = 64
+    #: The archiver's event source mappings: records per invocation (Lambda also stops a batch at
+    #: 6 MB of payload) and how long a batch may wait to fill. Larger batches make fewer, larger
+    #: gzip members: fewer invocations and Firehose records, better compression.
+    batch_size: int = 10_000
+    max_batching_window_seconds: int = 60
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 10_000:
+            raise ConfigError(
+                f"archive.batch_size must be 1 to 10,000 (a Kinesis mapping's limit), not {self.batch_size}"
+            )
+        if not 0 <= self.max_batching_window_seconds <= 300:
+            raise ConfigError(
+                f"archive.max_batching_window_seconds must be 0 to 300, not {self.max_batching_window_seconds}"
+            )
 
 
 @dataclass(frozen=True)
@@ -205,7 +252,9 @@ class EnvironmentConfig:
     region: str | None
     removal_policy: RemovalMode
     stream_retention_hours: int
+    traffic: TrafficSettings
     stream_capacity: StreamCapacity
+    table_capacity: TableCapacity
     event_source: EventSourceSettings
     functions: Mapping[str, FunctionSettings]
     alarms: AlarmThresholds
@@ -250,6 +299,27 @@ class EnvironmentConfig:
     @property
     def log_retention(self) -> logs.RetentionDays:
         return LOG_RETENTION[self.retention.log_days]
+
+    @property
+    def capacity(self) -> Plan:
+        """Shards per channel and the claims table's units, for the configured traffic."""
+        return plan(
+            Traffic(self.traffic.rate_per_second, consumers=self.consumer_groups()),
+            headroom=self.traffic.headroom,
+            explicit_shards=self.stream_capacity.shards,
+            parallelization=self.event_source.parallelization_factor,
+            batch_size=self.event_source.batch_size,
+            window_seconds=self.event_source.max_batching_window_seconds,
+            target_utilization=self.table_capacity.target_utilization,
+        )
+
+    def consumer_groups(self) -> dict[str, int]:
+        """Vendors reading each routed channel (what a provisioned stream must serve)."""
+        groups: dict[str, int] = {}
+        for vendor in self.vendors.values():
+            for channel in vendor.consumes:
+                groups[channel] = groups.get(channel, 0) + 1
+        return groups
 
     def function(self, processor: str) -> FunctionSettings:
         """Settings of one processor's function: its own entry, else ``default``."""
@@ -364,6 +434,16 @@ def load(
     capacity = _build(StreamCapacity, raw.pop("stream_capacity", {}), f"{where}.stream_capacity")
     if capacity.mode not in ("on-demand", "provisioned"):
         raise ConfigError(f"{where}.stream_capacity.mode: expected 'on-demand' or 'provisioned'")
+    if not all(isinstance(n, int) and n >= 1 for n in capacity.shards.values()):
+        raise ConfigError(f"{where}.stream_capacity.shards: expected whole numbers of shards, at least 1")
+    traffic = _build(TrafficSettings, raw.pop("traffic", {}), f"{where}.traffic")
+    if not (traffic.rate_per_second > 0 and traffic.headroom >= 1):
+        raise ConfigError(f"{where}.traffic: rate_per_second must be above 0 and headroom at least 1")
+    table = _build(TableCapacity, raw.pop("table_capacity", {}), f"{where}.table_capacity")
+    if table.mode not in ("on-demand", "provisioned") or not 0.2 <= table.target_utilization <= 0.9:
+        raise ConfigError(f"{where}.table_capacity: mode 'on-demand' or 'provisioned', target_utilization 0.2-0.9")
+    if table.max_scale < 1:
+        raise ConfigError(f"{where}.table_capacity.max_scale: at least 1")
     functions_raw = raw.pop("functions", {})
     if "default" not in functions_raw:
         raise ConfigError(f"{where}.functions: a 'default' entry is required")
@@ -382,7 +462,9 @@ def load(
         region=region or raw.pop("region", None) or environ.get("CDK_DEFAULT_REGION") or None,
         removal_policy=removal,
         stream_retention_hours=retention_hours,
+        traffic=traffic,
         stream_capacity=capacity,
+        table_capacity=table,
         event_source=_build(EventSourceSettings, raw.pop("event_source", {}), f"{where}.event_source"),
         functions=functions,
         alarms=_build(AlarmThresholds, raw.pop("alarms", {}), f"{where}.alarms"),

@@ -27,7 +27,7 @@ GLUE_JOBS = REPO / "glue_jobs"
 #: The modules every script imports (``--extra-py-files``): the table definitions and the
 #: shared runtime (session, arguments, entry point).
 SHARED_MODULES = (GLUE_JOBS / "schema.py", GLUE_JOBS / "runtime.py")
-#: The compaction job's Java half (glue_jobs/java/, built by ``make setup``): ``--extra-jars``.
+#: The jobs' Java half (glue_jobs/java/, built by ``make setup``): ``--extra-jars``.
 GLUE_JAR = GLUE_JOBS / "lib" / "rdss-glue.jar"
 #: The current Glue release (Spark 3.5, Python 3.11).
 GLUE_VERSION = "5.1"

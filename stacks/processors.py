@@ -1,9 +1,11 @@
 """A processor of the topology as a Lambda function with everything it touches wired in.
 
 Its role is granted exactly what its :class:`~rdss.topology.Processor` entry lists - read on
-its source channel (through the event source mapping), write on the channels it sends to,
-read/write on its tables and buckets - through the resources' ``grant_*`` methods, and
-nothing else: no managed policies, no hand-written statements.
+its source channels (through their event source mappings), write on the channels it sends to,
+read/write on its tables and buckets, PutRecordBatch on the delivery streams of the channels
+it archives (and put on their archive prefixes, for an entry too large for one Firehose
+record) - through the resources' ``grant_*`` methods, and nothing else: no managed policies,
+no hand-written statements.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kinesisfirehose as firehose
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -26,18 +29,18 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from rdss.observability import NAMESPACE
-from rdss.topology import Processor
+from rdss.topology import RDSS, Processor, Topology
 from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, handler_location, processor_code
 from stacks.config import EnvironmentConfig
 from stacks.dependencies import drop_referenced_dependency
 from stacks.monitoring import Monitoring
-from stacks.nag import NIST, SERVERLESS, Acknowledgements, acknowledge, iam5, skip_checkov
+from stacks.nag import NIST, SERVERLESS, Acknowledgements, acknowledge, iam5, resource_wildcard, skip_checkov
 
 #: Why the functions run outside a VPC (cdk-nag NIST LambdaInsideVPC, checkov CKV_AWS_117).
 NO_VPC_REASON = (
     "it serves no network endpoint and reaches no private resource: it calls only AWS APIs (Kinesis, DynamoDB, "
-    "S3, SQS, X-Ray), over TLS and authorised by its role; a VPC would add NAT gateways or an interface endpoint "
-    "per service and zone, and isolate nothing that IAM does not already"
+    "S3, SQS, Firehose, X-Ray), over TLS and authorised by its role; a VPC would add NAT gateways or an interface "
+    "endpoint per service and zone, and isolate nothing that IAM does not already"
 )
 
 #: Why the functions stay on Python 3.12 although cdk-nag asks for the newest runtime.
@@ -65,9 +68,11 @@ class ProcessorFunction(Construct):
         key_name: str,
         config: EnvironmentConfig,
         monitoring: Monitoring,
+        delivery_streams: Mapping[str, firehose.IDeliveryStream] | None = None,
+        topology: Topology = RDSS,
     ) -> None:
         super().__init__(scope, construct_id)
-        if processor.source is None and processor.schedule is None:
+        if not processor.sources and processor.schedule is None:
             raise ValueError(f"processor {processor.name} has neither a source channel nor a schedule")
         self.processor = processor
         settings = config.function(processor.name)
@@ -151,6 +156,21 @@ class ProcessorFunction(Construct):
         for bucket in processor.writes_buckets:
             buckets[bucket].grant_write(self.role)
             acks.bucket_write(buckets[bucket], bucket, "object keys name messages and parts, known only at run time")
+        for channel in processor.archives:
+            (delivery_streams or {})[channel].grant_put_records(self.role)
+            # an entry too large for one Firehose record is stored as an object of its own, named
+            # as Firehose names objects, under the channel's archive prefix and nowhere else
+            bucket, prefix = topology.archive_bucket(channel), topology.channel(channel).archive
+            buckets[bucket].grant_put(self.role, f"{prefix}*")
+            acks.add(
+                resource_wildcard(buckets[bucket], buckets[bucket].arn_for_objects(f"{prefix}*")),
+                f"{prefix}* in the {bucket} bucket: PutObject only, of an archive entry too large for one Firehose "
+                "record, under a key named by delivery hour, time and a UUID",
+            )
+            acks.add(
+                iam5("Action::s3:Abort*"),
+                f"grant_put on the {bucket} bucket's {prefix}: AbortMultipartUpload of its own uploads only",
+            )
         # Every processor encrypts: at least the messages it parks on its on-failure queue.
         acks.key_use(key_name)
         acks.add(
@@ -159,15 +179,19 @@ class ProcessorFunction(Construct):
         )
         acks.apply()
 
-        if processor.source is not None:
-            events_ = config.event_source
+        events_ = config.event_source
+        # The archiver batches for large gzip members (config.archive); the others for latency.
+        batch_size, window = events_.batch_size, events_.max_batching_window_seconds
+        if processor.archives:
+            batch_size, window = config.archive.batch_size, config.archive.max_batching_window_seconds
+        for source in processor.sources:
             # The mapping grants the role read on the source stream (and decrypt on its key).
             self.function.add_event_source(
                 sources.KinesisEventSource(
-                    streams[processor.source],
+                    streams[source],
                     starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                    batch_size=events_.batch_size,
-                    max_batching_window=cdk.Duration.seconds(events_.max_batching_window_seconds),
+                    batch_size=batch_size,
+                    max_batching_window=cdk.Duration.seconds(window),
                     parallelization_factor=events_.parallelization_factor,
                     # The adaptor turns nacks into batchItemFailures: only those records retry.
                     report_batch_item_failures=True,
@@ -232,14 +256,14 @@ class ProcessorFunction(Construct):
         thresholds = config.alarms
         five_minutes = cdk.Duration.minutes(5)
         name = processor.name
-        if processor.source is not None:
+        if processor.sources:
             monitoring.alarm(
                 self,
                 "IteratorAgeAlarm",
                 name=f"{name}-iterator-age",
                 metric=self.iterator_age(),
                 threshold=thresholds.iterator_age_seconds * 1000,
-                description=f"The {name} processor is falling behind its channel {processor.source}",
+                description=f"The {name} processor is falling behind its channel(s) {', '.join(processor.sources)}",
             )
         monitoring.alarm(
             self,
@@ -293,7 +317,7 @@ class ProcessorFunction(Construct):
                 width=8,
             ),
         ]
-        if self.processor.source is not None:
+        if self.processor.sources:
             widgets.append(
                 cloudwatch.GraphWidget(
                     title=f"{name}: iterator age and parked batches",

@@ -38,16 +38,26 @@ ORDER BY dt DESC, messages DESC""",
         NamedQuery(
             "error-rate-per-code",
             "Records sent to the invalid and error channels per day and errorCode, against all records published",
-            """WITH published AS (
-  SELECT year, month, day, count(*) AS records
+            """WITH audit AS (
+  SELECT year, month, day, sequenceNumber,
+         row_number() OVER (PARTITION BY stream, shard, sequenceNumber ORDER BY year, month, day) AS copy
   FROM audit_raw
+), published AS (
+  SELECT year, month, day, count(*) AS records
+  FROM audit
+  WHERE sequenceNumber IS NULL OR copy = 1
   GROUP BY year, month, day
-), failed AS (
-  SELECT year, month, day, channel,
-         json_extract_scalar(messageHeader, '$.errorCode') AS errorCode,
-         count(*) AS records
+), errors AS (
+  SELECT year, month, day, channel, sequenceNumber,
+         coalesce(json_extract_scalar(text, '$.messageHeader.errorCode'),
+                  json_extract_scalar(messageHeader, '$.errorCode')) AS errorCode,
+         row_number() OVER (PARTITION BY stream, shard, sequenceNumber ORDER BY year, month, day) AS copy
   FROM errors_raw
-  GROUP BY year, month, day, channel, json_extract_scalar(messageHeader, '$.errorCode')
+), failed AS (
+  SELECT year, month, day, channel, errorCode, count(*) AS records
+  FROM errors
+  WHERE sequenceNumber IS NULL OR copy = 1
+  GROUP BY year, month, day, channel, errorCode
 )
 SELECT f.year, f.month, f.day, f.channel, f.errorCode, f.records,
        p.records AS published,

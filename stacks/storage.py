@@ -40,24 +40,22 @@ def expiry_rules(
     prefix: str | None = None,
     infrequent_access_after_days: int | None = None,
     glacier_after_days: int | None = None,
+    deep_archive_after_days: int | None = None,
     rule_id: str = "Expire",
 ) -> list[s3.LifecycleRule]:
-    """Transitions and expiry for objects under ``prefix`` (all objects when None)."""
-    transitions = []
-    if infrequent_access_after_days is not None:
-        transitions.append(
-            s3.Transition(
-                storage_class=s3.StorageClass.INFREQUENT_ACCESS,
-                transition_after=cdk.Duration.days(infrequent_access_after_days),
-            )
-        )
-    if glacier_after_days is not None:
-        transitions.append(
-            s3.Transition(
-                storage_class=s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
-                transition_after=cdk.Duration.days(glacier_after_days),
-            )
-        )
+    """Transitions (Standard-IA, Glacier Instant Retrieval, Glacier Deep Archive) and expiry for
+    objects under ``prefix`` (all objects when None). S3 leaves objects under 128 KB where they
+    are: a tier's per-object minimum would make them dearer there."""
+    tiers = (
+        (s3.StorageClass.INFREQUENT_ACCESS, infrequent_access_after_days),
+        (s3.StorageClass.GLACIER_INSTANT_RETRIEVAL, glacier_after_days),
+        (s3.StorageClass.DEEP_ARCHIVE, deep_archive_after_days),
+    )
+    transitions = [
+        s3.Transition(storage_class=tier, transition_after=cdk.Duration.days(days))
+        for tier, days in tiers
+        if days is not None
+    ]
     if expire_after_days is None and not transitions:
         return []
     return [
@@ -78,6 +76,7 @@ def lifecycle_rules(lifecycle: BucketLifecycle) -> list[s3.LifecycleRule]:
         expire_after_days=lifecycle.expire_after_days,
         infrequent_access_after_days=lifecycle.infrequent_access_after_days,
         glacier_after_days=lifecycle.glacier_after_days,
+        deep_archive_after_days=lifecycle.deep_archive_after_days,
     )
 
 

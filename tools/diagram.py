@@ -84,8 +84,8 @@ def mermaid(topology: Topology = RDSS, *, detail: bool = True) -> str:
     for channel in topology.channels_of("input"):
         add(f"    producers -->|PutRecords| ch_{channel.name}")
     for processor in topology.processors:
-        if processor.source is not None:
-            add(f"    ch_{processor.source} -->|event source mapping| p_{processor.name}")
+        for source in processor.sources:
+            add(f"    ch_{source} -->|event source mapping| p_{processor.name}")
         if processor.schedule is not None:
             add(f'    sched_{processor.name}(["EventBridge {processor.schedule}"]) --> p_{processor.name}')
         for channel_name in processor.sends_to:
@@ -97,9 +97,12 @@ def mermaid(topology: Topology = RDSS, *, detail: bool = True) -> str:
                 add(f'    p_{processor.name} -->|"{label}"| ch_{channel.name}')
     for channel in topology.channels_of("routed"):
         add(f"    ch_{channel.name} --> consumers")
-    for channel in topology.channels:
-        if channel.archive is not None:
-            add(f'    ch_{channel.name} -.->|"Firehose {channel.archive}"| b_{channel.archive.split("/", 1)[0]}')
+    # the archiver frames each record of an archived channel and writes it through the
+    # channel's Firehose delivery stream (Direct PUT) to the channel's archive prefix
+    for processor in topology.processors:
+        for name in processor.archives:
+            channel = topology.channel(name)
+            add(f'    p_{processor.name} -.->|"Firehose {channel.archive}"| b_{topology.archive_bucket(name)}')
     # the Glue jobs read every archive bucket (audit, and errors for the rejections), once each
     for bucket_name in archives:
         add(f"    b_{bucket_name} -.-> glue")
@@ -176,8 +179,8 @@ def page(topology: Topology = RDSS) -> str:
                 (
                     f"`{p.name}`",
                     "`lambdas/{}.py`: `{}`".format(*p.handler.rsplit(".", 1)),
-                    f"`{p.source}`" if p.source else f"`{p.schedule}`",
-                    ", ".join(f"`{c}`" for c in p.sends_to) or none,
+                    ", ".join(f"`{c}`" for c in p.sources) or f"`{p.schedule}`",
+                    ", ".join([*(f"`{c}`" for c in p.sends_to), *(f"Firehose `{c}`" for c in p.archives)]) or none,
                     f"{', '.join(p.reads_tables) or none} / {', '.join(p.writes_tables) or none}",
                     f"{', '.join(p.reads_buckets) or none} / {', '.join(p.writes_buckets) or none}",
                 )

@@ -1,8 +1,9 @@
 """``rdss bench glue``: the audit compaction job on local Spark beside the same work in one process.
 
-:func:`write_archive` writes an audit archive the way Firehose does (gzip objects of
-newline-delimited records under hour prefixes), from :class:`rdss.workload.Workload` traffic
-with duplicates, malformed lines and multi-part sequences mixed in. :func:`run` times
+:func:`write_archive` writes an audit archive the way the archiver and Firehose do (objects of
+gzip members of archive entries under hour prefixes), from :class:`rdss.workload.Workload`
+traffic with duplicates, malformed lines, multi-part sequences and entries archived twice mixed
+in. :func:`run` times
 ``glue_jobs/audit_compaction.py`` on it as a user runs it (a fresh process: Python, the JVM and
 Spark start-up included), on a quarter of the records to show how cost grows, and
 :func:`compact_in_process` doing the same work (parse, first-seen de-duplication, rejects,
@@ -89,6 +90,8 @@ def run_job(
 
 #: One broken copy (a refused message under a valid one's messageId) per this many records.
 BROKEN_EVERY = 100
+#: One entry in this many archived a second time (a restarted archiver), by default.
+REPEAT_EVERY = 1000
 
 
 def run(
@@ -98,6 +101,7 @@ def run(
     workdir: Path | None = None,
     keep: bool = False,
     broken_every: int = BROKEN_EVERY,
+    repeat_every: int = REPEAT_EVERY,
 ) -> Figures:
     """Generate archives of ``records`` and ``records // 4``, time the job on both and the
     single-process version on the larger; check every run counted what was generated.
@@ -113,7 +117,12 @@ def run(
         def generate(name: str, count: int, seed: int) -> Archive:
             errors = base / f"errors-{name}" if broken_every else None
             return write_archive(
-                base / f"archive-{name}", count, seed=seed, broken_every=broken_every, errors_root=errors
+                base / f"archive-{name}",
+                count,
+                seed=seed,
+                broken_every=broken_every,
+                repeat_every=repeat_every,
+                errors_root=errors,
             )
 
         full = generate("n", records, seed)

@@ -1,6 +1,7 @@
-"""An audit archive as Firehose writes it, generated for ``rdss bench glue``: gzip objects of
-records under hour prefixes, from :class:`rdss.workload.Workload` traffic with duplicates,
-malformed records and multi-part sequences mixed in."""
+"""An audit archive as the archiver and Firehose write it, generated for ``rdss bench glue``:
+objects of gzip members of archive entries (:mod:`rdss.archive`) under hour prefixes, from
+:class:`rdss.workload.Workload` traffic with duplicates, malformed records, multi-part sequences
+and entries archived twice (as a restarted archiver does) mixed in."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ SMALL_MIX: tuple[tuple[str, str, int], ...] = (
 GENERATORS = ("eprints-3.4.5", "dspace-7.6.1", "figshare-2.0.0", "pure-5.28.0", "archivematica-1.15.0")
 START = datetime(2026, 11, 1, tzinfo=UTC)
 DELIVERY_STREAM = "rdss-bench-input"
+#: Shards the generated records are spread over (their identities name them).
+SHARDS = ("shardId-000000000000", "shardId-000000000001")
+#: Entries per gzip member: one archiver batch each (a Firehose object holds many).
+PER_MEMBER = 250
 #: Generated messages per (type, class) that records are made from (see :func:`_fresh`).
 TEMPLATES = 200
 
@@ -51,6 +56,8 @@ class Archive:
     objects: int = 0
     gzip_bytes: int = 0
     raw_bytes: int = 0
+    #: entries written again, later, under the identity of one already archived
+    repeats: int = 0
     #: every malformed line as written (only with ``ledger=True``)
     malformed_lines: list[bytes] = field(default_factory=list)
     #: messageId -> (object key, line index) of its first copy (only with ``ledger=True``)
@@ -73,6 +80,7 @@ class Archive:
             "messages": self.messages,
             "rejects": self.rejected,
             "duplicates": self.duplicates,
+            "archivedAgain": self.repeats,
         }
         if self.errors_root is not None:
             counts |= {"brokerRejections": self.rejected, "unmatchedRejections": 0}
@@ -215,11 +223,12 @@ def write_archive(
     malformed_every: int = 250,
     sequence_every: int = 1000,
     broken_every: int = 0,
+    repeat_every: int = 0,
     errors_root: Path | None = None,
     ledger: bool = False,
     start: datetime = START,
 ) -> Archive:
-    """Write ``records`` lines of audit archive under ``root`` (``audit/year=/.../hour=/``).
+    """Write ``records`` records of audit archive under ``root`` (``audit/year=/.../hour=/``).
 
     Published times spread evenly over ``days`` from ``start`` (2026-11-01); each object is delivered up to
     a minute after its last record, as Firehose's buffer does. Every ``duplicate_every``-th
@@ -227,7 +236,9 @@ def write_archive(
     every ``malformed_every``-th is a malformed line (:func:`malformed_line`), every
     ``broken_every``-th a broken copy of a recent message under its messageId
     (:func:`broken_copy`), and every ``sequence_every``-th starts a three-part sequence, half of
-    them with a part missing.
+    them with a part missing. Each record is an entry with its own identity (stream, one of
+    :data:`SHARDS`, a sequence number) and arrival time; every ``repeat_every``-th entry is
+    written a second time in the next object, as an archiver restarted mid-stream does.
 
     ``errors_root``: also write there the errors archive the broker would (``errors/invalid/``
     and ``errors/error/``, hour prefixes): every malformed line and broken copy, classified by
@@ -238,8 +249,11 @@ def write_archive(
     batch: list[bytes] = []
     ids: list[str | None] = []
     refused: dict[str, list[bytes]] = {"invalid": [], "error": []}
+    again: list[bytes] = []  # entries to archive a second time, in the next object
     last_published = start
     last_delivered = start
+    framer = _Framer(DELIVERY_STREAM)
+    error_framers = {channel: _Framer(f"rdss-bench-{channel}") for channel in refused}
 
     def flush() -> None:
         nonlocal last_delivered
@@ -249,7 +263,7 @@ def write_archive(
         delivered = max(last_published + timedelta(seconds=rng.uniform(1, 60)), last_delivered + timedelta(seconds=1))
         last_delivered = delivered
         key = archive.object_key("audit/", delivered, DELIVERY_STREAM)
-        data = archive.encode(batch)
+        data = _object(batch)
         path = root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -262,11 +276,15 @@ def write_archive(
         result.raw_bytes += sum(len(line) + 1 for line in batch)
         batch.clear()
         ids.clear()
+        batch.extend(again)  # archived again: the next object opens with them
+        ids.extend([None] * len(again))
+        result.repeats += len(again)
+        again.clear()
         for channel, decorated in refused.items():
             if errors_root is not None and decorated:
                 target = errors_root / archive.object_key(f"errors/{channel}/", delivered, f"rdss-bench-{channel}")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.encode(decorated))
+                target.write_bytes(_object([error_framers[channel].frame(record, delivered) for record in decorated]))
                 result.errors_records += len(decorated)
             decorated.clear()
 
@@ -281,10 +299,13 @@ def write_archive(
         broken_every=broken_every,
         start=start,
     ):
-        batch.append(payload)
+        entry = framer.frame(payload, published)
+        batch.append(entry)
         ids.append(message_id if kind != "broken" else None)
         last_published = published
         result.records += 1
+        if repeat_every and result.records % repeat_every == 0:
+            again.append(entry)
         if kind in ("malformed", "broken"):
             if kind == "malformed":
                 result.malformed += 1
@@ -304,7 +325,32 @@ def write_archive(
         if len(batch) >= per_object:
             flush()
     flush()
+    flush()  # the last object's entries archived again, if any
     return result
+
+
+class _Framer:
+    """Entries of one stream: records spread over :data:`SHARDS` in turn, each with the next
+    sequence number of its shard (Kinesis' are longer; only their order and uniqueness matter)."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self.count = 0
+
+    def frame(self, payload: bytes, arrival: datetime) -> bytes:
+        shard = SHARDS[self.count % len(SHARDS)]
+        sequence = f"49{self.count // len(SHARDS):020d}"
+        self.count += 1
+        return archive.frame(payload, stream=self.stream, shard=shard, sequence_number=sequence, arrival=arrival)
+
+
+def _object(entries: list[bytes]) -> bytes:
+    """One object as Firehose delivers the archiver's records: gzip members concatenated."""
+    return b"".join(
+        member.data
+        for start in range(0, len(entries), PER_MEMBER)
+        for member in archive.pack(entries[start : start + PER_MEMBER])
+    )
 
 
 def refusal(payload: bytes) -> tuple[str, bytes]:

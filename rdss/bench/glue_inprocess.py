@@ -1,10 +1,9 @@
 """The audit compaction's work done in one Python process (orjson and pyarrow), the figure
-``rdss bench glue`` sets beside the Spark job: parse, first-seen de-duplication, rejects and
-partitioned Parquet."""
+``rdss bench glue`` sets beside the Spark job: archive entries read (:func:`rdss.archive.read`,
+each identity once), parse, first-seen de-duplication, rejects and partitioned Parquet."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import importlib.util
 import os
@@ -19,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from rdss import decoration, timestamps
+from rdss import archive, decoration, timestamps
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "glue_jobs"
@@ -79,6 +78,7 @@ def compact_in_process(source: Path, output: Path, errors: Path | None = None) -
     copies: dict[str, int] = {}
     rejected: list[dict[str, Any]] = []
     lines = 0
+    seen = archive.Identities()
     refusals = _refusals(errors, glue_schema) if errors is not None else None
     # lines that may be a rejected payload wait until every line is read: which copies of the
     # same bytes the broker refused depends on the later ones
@@ -103,18 +103,21 @@ def compact_in_process(source: Path, output: Path, errors: Path | None = None) -
             return
         winners[message_id] = (order, _row(message_id, record, header, arrived, known_types, glue_schema))
 
-    files = sorted(
-        os.path.join(folder, name)
-        for folder, _, names in os.walk(source)
-        for name in names
-        if not name.startswith((".", "_"))
-    )
-    for path in files:
-        uri = "file://" + os.path.abspath(path)
-        arrived = glue_schema.archived_at(uri)
-        with open(path, "rb") as handle:
-            data = gzip.decompress(handle.read())
-        for number, line in enumerate(archive_lines(data)):
+    files = []
+    for folder, _, names in os.walk(source):
+        for name in names:
+            if not name.startswith((".", "_")):
+                uri = "file://" + os.path.abspath(os.path.join(folder, name))
+                files.append((uri, glue_schema.archived_at(uri)))
+    # in archive order, so that the first entry of an identity read is its first seen
+    files.sort(key=lambda item: (item[1] is None, item[1] or _EPOCH, item[0]))
+    for uri, arrived in files:
+        with open(uri.removeprefix("file://"), "rb") as handle:
+            entries = archive.read(handle.read())
+        for number, entry in enumerate(entries):
+            if not seen.first(entry):
+                continue
+            line = entry.payload
             lines += 1
             order = (arrived is None, arrived or _EPOCH, uri, number)
             if refusals is not None and (
@@ -159,6 +162,7 @@ def compact_in_process(source: Path, output: Path, errors: Path | None = None) -
         "messages": len(rows),
         "rejects": len(rejected),
         "duplicates": sum(r["discarded"] for r in repeated),
+        "archivedAgain": seen.repeats,
     }
     if refusals is not None:
         counts |= {"brokerRejections": matched, "unmatchedRejections": refusals.total - matched}
@@ -179,12 +183,13 @@ class _Refusals:
 def _refusals(errors: Path, glue_schema: Any) -> _Refusals:
     found = _Refusals()
     broker = frozenset(glue_schema.BROKER_CODES)
+    seen = archive.Identities()
     for folder, _, names in os.walk(errors):
         for name in names:
             if name.startswith((".", "_")):
                 continue
             with open(os.path.join(folder, name), "rb") as handle:
-                records = archive_lines(gzip.decompress(handle.read()))
+                records = [entry.payload for entry in archive.unique(archive.read(handle.read()), seen)]
             for record in records:
                 try:
                     code = orjson.loads(record)["messageHeader"]["errorCode"]
@@ -244,14 +249,6 @@ def _row(
 
 _NOT_JSON = object()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def archive_lines(data: bytes) -> list[bytes]:
-    """The lines of a decompressed object, as Spark's text reader with ``lineSep='\\n'`` gives them."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
 
 
 def _reject(

@@ -9,8 +9,10 @@ call is real HTTP to the emulator (or to ``AWS_ENDPOINT_URL`` when set); a botoc
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -91,16 +93,35 @@ def small_messages(count: int, seed: int = 5) -> list[Message]:
     return [workload.message("MetadataDelete", "Event") for _ in range(count)]
 
 
-def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5) -> Figures:
-    """Time one ``send_all`` of ``count`` messages; count the AWS calls it makes."""
+def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5, journal: bool = False) -> Figures:
+    """Time one ``send_all`` of ``count`` messages; count the AWS calls it makes. With
+    ``journal``, against an embedded emulator keeping its journal as ``rdss local up`` does."""
+    messages = Workload(seed).mix(count) if realistic else small_messages(count, seed)
+    if not journal:
+        from rdss.local.emulator import connect
+
+        return _run(messages, shards, connect())
+    from rdss.local.emulator import Emulator
+    from rdss.local.state import StateDirectory
+
+    with tempfile.TemporaryDirectory(prefix="rdss-bench-send-") as directory:
+        state = StateDirectory(Path(directory))
+        try:
+            emulator = Emulator(state=state)
+            emulator.recover()
+            return _run(messages, shards, emulator.open(), "embedded emulator with its journal")
+        finally:
+            state.close()
+
+
+def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = None) -> Figures:
     from rdss.gateway import Gateway
-    from rdss.local.emulator import connect, provision
+    from rdss.local.emulator import provision
     from rdss.repository.dynamodb import create_table
 
-    messages = Workload(seed).mix(count) if realistic else small_messages(count, seed)
+    count = len(messages)
     mean = sum(len(orjson.dumps(m)) for m in messages) / count
-    endpoint = connect()
-    aws = "embedded emulator" if endpoint.embedded else (endpoint.url or "AWS")
+    aws = aws or ("embedded emulator" if endpoint.embedded else (endpoint.url or "AWS"))
     try:
         deployment = Deployment(f"bench{int(time.time())}")
         provision(endpoint, deployment, shards=shards)

@@ -33,7 +33,7 @@ def register(commands: Any) -> None:
         commands,
         "archive",
         run_archive,
-        help="archive every message of a RabbitMQ (or memory) messaging system, as Firehose does",
+        help="archive every message of a RabbitMQ (or memory) messaging system, as the archiver does on Kinesis",
     )
     archive.add_argument("url", metavar="URL", help="the messaging system, e.g. amqp://user:password@host/%%2F")
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]")
@@ -49,9 +49,10 @@ def register(commands: Any) -> None:
 
 def run_archive(args: argparse.Namespace) -> int:
     """Read every message dispatched at URL (the input channel: on RabbitMQ a Wire Tap queue of each messageType, bound
-    to both exchanges, under the consumer group GROUP) and write gzip objects of newline-terminated records under
-    audit/year=/month=/day=/hour=/ to a directory or an S3 bucket: the layout Firehose writes for Kinesis, read by
-    the same Glue jobs. Start it before traffic: like every consumer group, its queues exist from its first start.
+    to both exchanges, under the consumer group GROUP) and write objects of gzip members of archive entries (each
+    record's exact bytes and identity) under audit/year=/month=/day=/hour=/ to a directory or an S3 bucket: what the
+    archiver writes through Firehose on Kinesis, read by the same readers. Start it before traffic: like every
+    consumer group, its queues exist from its first start.
     """
     from rdss.archiver import Archiver, open_sink
     from rdss.gateway import Gateway

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import statistics
 from collections.abc import Callable, Iterable, Iterator
@@ -11,6 +12,9 @@ from types import ModuleType
 from typing import Any
 
 from rdss.cli.common import CommandError, print_json, whole_number
+
+#: ``bench cost --peer`` choices (rdss.bench.cost_peers.PEERS, named here so the parser need not import it).
+PEER_NAMES = ("sqs-powertools", "eventbridge", "msk-serverless")
 
 
 def register(commands: Any) -> None:
@@ -61,6 +65,22 @@ def register(commands: Any) -> None:
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
         "the job reads beside the audit archive; 0: neither (default 100)",
     )
+    glue.add_argument(
+        "--repeat-every",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="one archive entry per N archived a second time, as a restarted archiver does (the job counts "
+        "each record once); 0: none (default 1000)",
+    )
+
+    stored = benchmark(
+        "archive",
+        "what archiving costs per record: entry bytes, gzip members, Firehose's billed bytes, CPU",
+        run_archive,
+        ("--messages", 10_000, "realistic messages"),
+    )
+    stored.add_argument("--seed", type=int, default=7)
 
     broker = benchmark(
         "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
@@ -80,6 +100,11 @@ def register(commands: Any) -> None:
         "--shards", type=whole_number(1, 64), default=2, metavar="S", help="shards of the input stream (default 2)"
     )
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
+    send.add_argument(
+        "--journal",
+        action="store_true",
+        help="the embedded emulator keeps its journal (as rdss local up does), in a temporary state directory",
+    )
 
     amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
     amqp = benchmark(
@@ -94,6 +119,43 @@ def register(commands: Any) -> None:
         "bridge", "the Messaging Bridge, Kinesis (emulator) <-> RabbitMQ", run_bridge, ("--messages", 2000, "messages")
     )
     bridge.add_argument("--url", help=amqp_url)
+
+    idle = kinds.add_parser(
+        "idle",
+        help="rdss local up's CPU while idle, in per cent of one core",
+        description="Start rdss local up (a temporary state directory), let it settle, and measure its CPU time "
+        "(all threads) over a window: per cent of one core, target below 2 %.",
+    )
+    idle.add_argument("--seconds", type=_window, default=30.0, metavar="S", help="the measured window (default 30)")
+    idle.add_argument("--json", action="store_true", help="print the figures as JSON")
+    idle.set_defaults(run=run_idle)
+
+    cost = kinds.add_parser(
+        "cost",
+        help="what a deployment costs a month at a steady rate, item by item (or a peer's)",
+        description="The monthly bill of an environment (its cdk.json settings) at a steady rate of realistic "
+        "messages, item by item, at us-east-1 list prices (rdss.bench.prices), or a peer's by the same rules.",
+    )
+    cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
+    cost.add_argument("--rate", type=float, metavar="N", help="messages per second into input")
+    cost.add_argument("--peer", choices=PEER_NAMES, help="price this peer instead of the project")
+    cost.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="a cdk.json holding the rdss context (default: the checkout's, or the copy the wheel carries)",
+    )
+    cost.add_argument(
+        "--archive",
+        choices=("batched", "per-record"),
+        default="batched",
+        help="the archive as the archiver writes it (batched, default) or Firehose reading each stream (per-record)",
+    )
+    cost.add_argument("--measure", action="store_true", help="measure the per-message figures now (about 10 s)")
+    cost.add_argument("--figures", action="store_true", help="print the per-message figures instead of a bill")
+    cost.add_argument("--prices", action="store_true", help="print the price table instead of a bill")
+    cost.add_argument("--json", action="store_true", help="print the bill as JSON")
+    cost.set_defaults(run=run_cost)
 
     coldstart = kinds.add_parser("coldstart", help="each Lambda asset's zipped size and cold import time (Python 3.12)")
     coldstart.add_argument(
@@ -134,6 +196,29 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_archive(args: argparse.Namespace) -> int:
+    _at_least_one(args, "messages")
+    return _shown(args, _bench("archive").run(args.messages, seed=args.seed), _archive_text)
+
+
+def _archive_text(figures: Any) -> Iterator[str]:
+    yield (
+        f"{figures.messages:,} realistic messages: {figures.raw_bytes_per_record:,.0f} bytes a record, "
+        f"{figures.entry_bytes_per_record:,.0f} as an archive entry"
+    )
+    yield (
+        f"  before entries Firehose billed {figures.billed_bytes_per_record_before:,.0f} bytes a record "
+        f"(each rounded up to 5 KB) and S3 stored {figures.stored_bytes_per_record_before:,.0f}"
+    )
+    yield f"  one archiver invocation carries at most {figures.records_per_invocation_limit:,} of them (6 MB event)"
+    yield "  records a batch   gzip bytes/record   records/Firehose record   billed bytes/record   CPU us/record"
+    for batch in figures.batches:
+        yield (
+            f"  {batch.records:>15,}   {batch.member_bytes_per_record:>17,.0f}   {batch.records_per_member:>23,.1f}"
+            f"   {batch.billed_bytes_per_record:>19,.0f}   {batch.microseconds_per_record:>13,.0f}"
+        )
+
+
 def run_broker(args: argparse.Namespace) -> int:
     _at_least_one(args, "records", "batch")
     return _shown(args, _bench("broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
@@ -147,7 +232,8 @@ def _broker_text(figures: Any) -> Iterator[str]:
 
 def run_send(args: argparse.Namespace) -> int:
     _at_least_one(args, "messages", "shards")
-    return _shown(args, _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic), _send_text)
+    figures = _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic, journal=args.journal)
+    return _shown(args, figures, _send_text)
 
 
 def _send_text(figures: Any) -> Iterator[str]:
@@ -161,6 +247,33 @@ def _send_text(figures: Any) -> Iterator[str]:
         f"({figures.put_records_calls} for {figures.messages:,})"
     )
     yield _aws_calls(figures, "AWS calls per 1,000 messages in all")
+
+
+def run_idle(args: argparse.Namespace) -> int:
+    try:
+        figures = _bench("idle").run(args.seconds)
+    except RuntimeError as error:
+        raise CommandError(str(error)) from error
+    return _shown(args, figures, _idle_text)
+
+
+def _idle_text(figures: Any) -> Iterator[str]:
+    verdict = "below" if figures.percent_of_one_core < figures.as_dict()["target_percent"] else "NOT below"
+    yield (
+        f"rdss local up, idle: {figures.percent_of_one_core:.2f} % of one core "
+        f"({figures.cpu_seconds:.2f} CPU-s in {figures.seconds:.1f} s, after {figures.settle_seconds:.0f} s to settle)"
+        f"; {verdict} the 2 % target"
+    )
+
+
+def _window(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 1 <= seconds <= 3600:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text} is out of range (1-3600 seconds)")
+    return seconds
 
 
 def run_amqp(args: argparse.Namespace) -> int:
@@ -224,8 +337,15 @@ def run_glue(args: argparse.Namespace) -> int:
         raise CommandError("--records must be at least 4")
     if args.broken_every < 0:
         raise CommandError("--broken-every must be 0 or more")
+    if args.repeat_every < 0:
+        raise CommandError("--repeat-every must be 0 or more")
     figures = glue.run(
-        args.records, seed=args.seed, workdir=args.workdir, keep=args.keep, broken_every=args.broken_every
+        args.records,
+        seed=args.seed,
+        workdir=args.workdir,
+        keep=args.keep,
+        broken_every=args.broken_every,
+        repeat_every=args.repeat_every,
     )
     if _printed_as_json(args, figures.as_dict()):
         return 0
@@ -233,7 +353,8 @@ def run_glue(args: argparse.Namespace) -> int:
     print(
         f"{figures.records:,} raw records in {figures.objects:,} objects, {figures.gzip_bytes / 1e6:,.1f} MB of gzip"
         f" ({figures.gzip_bytes / figures.records:.0f} bytes a record): {counts['messages']:,} messages,"
-        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies)"
+        f" {counts['duplicates']:,} duplicates, {counts['rejects']:,} rejects (malformed lines and broken copies),"
+        f" {counts['archivedAgain']:,} entries archived again (each record counted once)"
     )
     if figures.errors_records:
         print(
@@ -254,6 +375,49 @@ def run_glue(args: argparse.Namespace) -> int:
     )
     busy = "unknown" if figures.busy_before is None else f"{figures.busy_before:.0%}"
     print(f"  machine: {figures.cores} cores, {busy} busy with other work just before the runs")
+    return 0
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    from rdss.bench import cost, cost_peers, cost_settings, prices
+    from rdss.capacity import MEASURED
+
+    if args.prices:
+        table = {name: dataclasses.asdict(price) for name, price in prices.PRICES.items()}
+        if not _printed_as_json(args, table):
+            for name, price in prices.PRICES.items():
+                print(f"{name:<38} {price.usd:>12,.7g} $ / {price.unit:<26} {price.source} ({price.as_of})")
+        return 0
+    # measuring runs the broker (Powertools' tracer: the `tracing` extra); the shipped figures need nothing
+    figures = _bench("cost_measure").measure() if args.measure else MEASURED
+    if args.figures:
+        print_json(figures.as_dict(), indent=not args.json)
+        return 0
+    if not args.env or args.rate is None:
+        raise CommandError("--env and --rate are required (or --figures, --prices)")
+    if not args.rate > 0:
+        raise CommandError("--rate must be above 0")
+    try:
+        settings = cost_settings.load(args.env, args.config)
+        if args.peer:
+            bill = cost_peers.peer(args.peer, settings, args.rate, figures=figures)
+        else:
+            bill = cost.project(settings, args.rate, figures=figures, archive=args.archive)
+    except ValueError as error:  # SettingsError included: no cdk.json, no such environment
+        raise CommandError(str(error)) from error
+    if _printed_as_json(args, bill.as_dict()):
+        return 0
+    who = args.peer or f"rdss, {args.archive} archive"
+    print(
+        f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
+        f"us-east-1 list prices as of {max(p.as_of for p in prices.PRICES.values())}"
+    )
+    for item, dollars in sorted(bill.items.items(), key=lambda kv: -kv[1]):
+        print(f"  {item:<44} {dollars:>12,.2f} $/month  {dollars / bill.total:6.1%}")
+    print(f"  {'total':<44} {bill.total:>12,.2f} $/month")
+    print(f"  {'per million messages':<44} {bill.usd_per_million:>12,.4f} $")
+    for note in bill.notes:
+        print(f"  note: {note}")
     return 0
 
 

@@ -25,7 +25,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--processor",
         action="append",
-        choices=[p.name for p in RDSS.processors if p.source is not None],
+        choices=[p.name for p in RDSS.processors if p.sources],
         help="only this processor's queue (repeatable; default: all)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
@@ -35,8 +35,9 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Reads each processor's SQS on-failure queue, fetches the records each pointer names from its stream (or, past
-    the stream's retention, the audit archive), puts them back on their channel and deletes the pointer once they
-    are accepted. Repeating it is harmless: the broker de-duplicates. Exit 1 when anything could not be recovered.
+    the stream's retention, the audit archive), puts them back on their channel (the archiver's: archives them) and
+    deletes the pointer once they are accepted. Repeating it is harmless: the broker de-duplicates, readers of the
+    archive count a record once. Exit 1 when anything could not be recovered.
     """
     from rdss.aws import client
     from rdss.redrive import Redriver
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             kinesis=clients("kinesis"),
             s3=clients("s3"),
             dynamodb=clients("dynamodb"),
+            firehose=clients("firehose"),
         )
         report = redriver.run(args.processor, dry_run=args.dry_run)
     except LookupError as error:

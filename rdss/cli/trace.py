@@ -30,7 +30,12 @@ def register(commands: Any) -> None:
         "and the audit and errors archive objects that hold it (listed by the hour prefixes around when it "
         "entered). Exit 1 if nothing is found.",
     )
-    trace.add_argument("message_id", metavar="MESSAGE_ID")
+    trace.add_argument(
+        "message_id",
+        metavar="MESSAGE_ID",
+        help="a messageId, or one input record as SHARD/SEQUENCE (shardId-000000000000/4960...: the streamRecords "
+        "rdss local demo reports, the identity the archive keeps), for a record no messageId names",
+    )
     trace.add_argument("--url", help="the deployment (default: $RDSS_GATEWAY_URL)")
     trace.add_argument(
         "--since",

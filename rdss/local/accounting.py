@@ -15,6 +15,9 @@ gateway receiver put on ``invalid`` or ``error`` itself, keyed ``moved:<group>``
 (:func:`rdss.rejection.moved_by`) - never entered ``input``: it is listed apart
 (:attr:`Accounting.moves`), whatever its header holds. A record of those channels that cannot be
 read back (not a decorated record, a claim check kept elsewhere) is counted, never a crash.
+
+The audit archive is read as entries (:mod:`rdss.archive`), each record counted once by its
+identity however many times it was archived (Firehose and a restarted archiver are at least once).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rdss.local.runtime import Published, Runtime
 from rdss.rejection import moved_by
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import record_key
+from rdss.sequencer.store import PENDING
 from rdss.topology import RDSS
 
 ROUTED = tuple(c.name for c in RDSS.channels_of("routed"))
@@ -93,6 +97,7 @@ class Accounting:
     inputs: list[Accounted]
     channels: dict[str, int]
     audit_objects: int
+    #: the payload of every record in the audit archive, each identity once
     audit_records: list[bytes] = field(repr=False)
     #: per routed messageId, how many times it appears on the routed channels
     routed_ids: Counter[str] = field(default_factory=Counter, repr=False)
@@ -100,6 +105,8 @@ class Accounting:
     moves: list[Move] = field(default_factory=list)
     #: records of invalid and error that could not be read back as decorated records
     unreadable: int = 0
+    #: audit entries left out as another copy of a record already counted (an identity archived again)
+    audit_repeats: int = 0
 
     def outcomes(self) -> Counter[str]:
         return Counter(i.outcome for i in self.inputs)
@@ -140,16 +147,21 @@ def read_stream_records(kinesis: Any, stream: str) -> list[StreamRecord]:
     return found
 
 
-def read_archive(runtime: Runtime, bucket: str, prefix: str) -> tuple[int, list[bytes]]:
-    """(objects, lines) of an archive prefix, as Firehose wrote it."""
+def read_archive(
+    runtime: Runtime, bucket: str, prefix: str, seen: archive.Identities | None = None
+) -> tuple[int, list[archive.Entry]]:
+    """(objects, entries) of an archive prefix, in key order, each identity once (pass ``seen``
+    to learn how many repeats were left out)."""
     s3 = runtime.endpoint.client("s3")
-    objects, lines = 0, []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=runtime.deployment.bucket(bucket), Prefix=prefix):
-        for entry in page.get("Contents", []):
-            body = s3.get_object(Bucket=runtime.deployment.bucket(bucket), Key=entry["Key"])["Body"].read()
+    seen = seen if seen is not None else archive.Identities()
+    objects, entries = 0, list[archive.Entry]()
+    name = runtime.deployment.bucket(bucket)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=prefix):
+        for item in page.get("Contents", []):
+            body = s3.get_object(Bucket=name, Key=item["Key"])["Body"].read()
             objects += 1
-            lines.extend(archive.decode(body))
-    return objects, lines
+            entries.extend(archive.unique(archive.read(body), seen))
+    return objects, entries
 
 
 class _Found:
@@ -214,20 +226,51 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
                 keys.append(record_key(published.record))
     claims = ldr.get([k for k in keys if k])
 
+    staged = _Staged(runtime)
     accounted = []
     for item in inputs:
-        fates = [_fate(p, claims, routed, rejected) for p in item.published]
+        fates = [staged.check(_fate(p, claims, routed, rejected), p.payload) for p in item.published]
         accounted.append(_combine(item, fates))
-    audit_objects, audit_records = read_archive(runtime, "audit", "audit/")
+    seen = archive.Identities()
+    audit_objects, audit_entries = read_archive(runtime, "audit", "audit/", seen)
     return Accounting(
         inputs=accounted,
         channels={name: len(records) for name, records in channels.items()},
         audit_objects=audit_objects,
-        audit_records=audit_records,
+        audit_records=[entry.payload for entry in audit_entries],
         routed_ids=routed_ids,
         moves=moves,
         unreadable=unreadable,
+        audit_repeats=seen.repeats,
     )
+
+
+class _Staged:
+    """Whether a part the broker passed on is held by the sequencer, waiting for the rest of its
+    sequence: its position noted in the sequence's progress (the sequences table) while that
+    is still pending. Only then is "pending" its fate; otherwise it is unaccounted."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.dynamodb = runtime.endpoint.client("dynamodb")
+        self.table = runtime.deployment.table("sequences")
+        self._progress: dict[str, dict[str, Any] | None] = {}
+
+    def check(self, fate: _Fate, payload: bytes) -> _Fate:
+        if fate.outcome != "pending":
+            return fate
+        try:
+            sequence = orjson.loads(payload)["messageHeader"]["messageSequence"]
+            sequence_id, position = str(sequence["sequence"]), int(sequence["position"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return _Fate("unaccounted", [])
+        if sequence_id not in self._progress:
+            key = {"sequence": {"S": sequence_id}}
+            item = self.dynamodb.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+            self._progress[sequence_id] = item.get("Item")
+        progress = self._progress[sequence_id] or {}
+        held = str(position) in progress.get("positions", {}).get("NS", [])
+        waiting = progress.get("status", {}).get("S") == PENDING
+        return fate if held and waiting else _Fate("unaccounted", [])
 
 
 def _rejection(runtime: Runtime, record: bytes) -> tuple[bytes, str | None, str | None] | None:

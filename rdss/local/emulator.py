@@ -1,8 +1,10 @@
 """Embedded AWS: moto's server in this process, on a free loopback port, spoken to over HTTP.
 
 Everything talks to it with ordinary boto3 clients (``AWS_ENDPOINT_URL``), so code under test
-makes the same API calls it makes in AWS. :func:`provision` creates the topology's streams,
-tables and buckets for one deployment - the same description the CDK app deploys.
+makes the same API calls it makes in AWS. :class:`Emulator` keeps its state in memory, or on disk
+in a state directory (:mod:`rdss.local.durable`), and takes connections only once told to.
+:func:`provision` creates the topology's streams, tables and buckets for one deployment - the
+same description the CDK app deploys.
 
 When ``AWS_ENDPOINT_URL`` is already set (LocalStack, or a real account with an endpoint of
 its own), :func:`connect` uses that endpoint instead of starting moto.
@@ -21,6 +23,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from rdss.local.durable import Changes, DurableApp, Recovery
+from rdss.local.server import Listener
+from rdss.local.state import StateDirectory
 from rdss.topology import Deployment
 
 DEFAULT_REGION = "eu-west-2"
@@ -35,6 +40,8 @@ class Endpoint:
     region: str = DEFAULT_REGION
     credentials: Mapping[str, str] = field(default_factory=dict)
     _server: Any = None
+    #: The embedded emulator's change counter (None elsewhere): what an idle runtime waits on.
+    changes: Changes | None = None
 
     def environment(self) -> dict[str, str]:
         env = {"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region, **self.credentials}
@@ -61,18 +68,66 @@ class Endpoint:
             self._server = None
 
 
-def start_embedded(region: str = DEFAULT_REGION, *, port: int = 0) -> Endpoint:
-    """Start moto's server on 127.0.0.1 and ``port`` (0: a free one)."""
-    from moto.server import ThreadedMotoServer
+_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 
-    _item_level_transaction_rollback()
-    _records_go_to_open_shards()
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
-    return Endpoint(f"http://{host}:{port}", region, credentials, server)
+
+class Emulator:
+    """moto's server in this process: its WSGI app behind the journal (:mod:`rdss.local.durable`;
+    in memory without a state directory), a public port bound at once and opened by
+    :meth:`open`, and a private port for the runtime's own clients (:meth:`private_endpoint`)."""
+
+    def __init__(
+        self,
+        region: str = DEFAULT_REGION,
+        *,
+        port: int = 0,
+        state: StateDirectory | None = None,
+        compact_every: int = 5000,
+    ) -> None:
+        """Bind ``port`` (0: a free one) without taking connections yet.
+
+        Raises:
+            PortUnavailable: the port is out of range, in use, or reserved.
+        """
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+        _item_level_transaction_rollback()
+        _records_go_to_open_shards()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+        self.region = region
+        self.app = DurableApp(DomainDispatcherApplication(create_backend_app), state, compact_every=compact_every)
+        self.public = Listener(self.app, port)
+        self._private: Listener | None = None
+
+    def recover(self) -> Recovery:
+        """Rebuild the state the state directory holds (before any connection is taken)."""
+        return self.app.recover()
+
+    def private_endpoint(self) -> Endpoint:
+        """An endpoint on a port of its own, open now, for the runtime's clients while the public
+        port stays closed (provisioning) and after."""
+        if self._private is None:
+            self._private = Listener(self.app)
+            self._private.open()
+        return Endpoint(self._private.url, self.region, dict(_CREDENTIALS), self, self.app.changes)
+
+    def open(self) -> Endpoint:
+        """Take connections on the public port; its endpoint."""
+        self.public.open()
+        return Endpoint(self.public.url, self.region, dict(_CREDENTIALS), self, self.app.changes)
+
+    def stop(self, *, snapshot: bool = True) -> None:
+        """Close the public port, snapshot the state (when kept on disk) and close the rest."""
+        self.public.close()
+        self.app.close(snapshot_state=snapshot)
+        if self._private is not None:
+            self._private.close()
+            self._private = None
+
+
+def start_embedded(region: str = DEFAULT_REGION, *, port: int = 0) -> Endpoint:
+    """Start moto's server on 127.0.0.1 and ``port`` (0: a free one), state in memory."""
+    return Emulator(region, port=port).open()
 
 
 def _item_level_transaction_rollback() -> None:

@@ -1,104 +1,168 @@
-"""A local Firehose delivery stream: Kinesis source, S3 destination, written the way Firehose
-writes (see :mod:`rdss.archive`).
+"""Local Firehose delivery streams: Direct PUT, S3 destination, delivered the way Firehose does.
 
-Records are buffered in arrival order and delivered as one gzip object per buffer, each record
-followed by a newline, under the hour prefix of the oldest record's arrival time. A buffer is
-delivered when it reaches ``buffer_bytes`` or is ``buffer_seconds`` old - Firehose's size and
-interval hints - or when the runtime drains.
+:class:`LocalFirehose` answers ``put_record_batch`` as the Firehose API does (``FailedPutCount``,
+one ``RequestResponses`` entry per record), so the archiver app writes to it exactly as it
+writes to Firehose in AWS. Each :class:`DeliveryStream` buffers the records it accepted and
+delivers them as one object when the buffer reaches ``buffer_bytes`` or is ``buffer_seconds``
+old (Firehose's buffering hints), or when the runtime drains: the records concatenated as they
+came (no compression or delimiter of its own - each record is a gzip member, so an object is a
+gzip file of several members), named as Firehose names objects (:func:`rdss.archive.object_key`,
+``.gz``), under the hour prefix of the oldest record's arrival.
+
+What a delivery stream accepted survives the process: the buffer is kept in the destination
+bucket, under ``.firehose/<delivery stream>/`` (outside every archive prefix), one object per
+call, and a stream made again over the same bucket delivers what its predecessor left there.
+So, as with Firehose, an acknowledged record is never lost, and a crash between delivering an
+object and clearing its buffer delivers it twice (readers count an entry's identity once).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, MutableMapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from rdss import archive
+
+#: Where a delivery stream keeps its buffer, in its destination bucket.
+STAGING_PREFIX = ".firehose/"
+#: Firehose's limits on a PutRecordBatch call and on one record.
+MAX_RECORDS_PER_CALL = 500
+MAX_RECORD_BYTES = 1000 * 1024
+
+
+@dataclass
+class _Staged:
+    key: str
+    size: int
+    arrived: datetime
+    records: int
 
 
 @dataclass(eq=False)
-class FirehoseBridge:
-    """One delivery stream: a Kinesis stream's records into gzip objects under ``prefix``."""
+class DeliveryStream:
+    """One Direct PUT delivery stream to ``bucket`` under ``prefix`` (see the module)."""
 
-    kinesis: Any
     s3: Any
     _: KW_ONLY
-    stream: str
+    name: str
     bucket: str
     prefix: str
-    delivery_stream: str
     buffer_bytes: int = 5 * 1024 * 1024
     buffer_seconds: float = 60.0
-    #: shard -> the last sequence number delivered (kept by the runtime across restarts).
-    checkpoints: MutableMapping[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
     objects_written: int = field(default=0, init=False)
     records_written: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        self._buffer: list[bytes] = []
-        self._buffered_bytes = 0
-        self._oldest: datetime | None = None
-        self._opened_at = 0.0
-        self._pending_checkpoints: dict[str, str] = {}
+        self._staging = f"{STAGING_PREFIX}{self.name}/"
+        self._buffer: list[_Staged] = self._recover()
+        self._opened_at = self.clock() if self._buffer else 0.0
 
-    def poll(self) -> int:
-        """Read what arrived on every shard into the buffer; deliver it if due. Returns records read."""
-        read = 0
-        for shard in self._shards():
-            read += self._read_shard(shard)
-        if self._buffer and (
-            self._buffered_bytes >= self.buffer_bytes or self.clock() - self._opened_at >= self.buffer_seconds
-        ):
-            self.flush()
-        return read
-
-    def flush(self) -> None:
-        """Deliver the buffer now (one object), then commit the positions it covered."""
-        if not self._buffer:
+    # -- the API ---------------------------------------------------------------------------------
+    def put(self, records: list[bytes]) -> None:
+        """Accept ``records`` (kept durably before this returns)."""
+        if not records:
             return
-        moment = self._oldest or datetime.now(UTC)
-        key = archive.object_key(self.prefix, moment, self.delivery_stream)
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=archive.encode(self._buffer))
+        now = self.clock()
+        # keys sort in arrival order (nanoseconds, then a random tail against ties) and count records
+        key = f"{self._staging}{time.time_ns():020d}-{uuid.uuid4().hex}-{len(records)}"
+        body = b"".join(records)
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+        if not self._buffer:
+            self._opened_at = now
+        self._buffer.append(_Staged(key, len(body), datetime.fromtimestamp(now, UTC), len(records)))
+
+    # -- delivery --------------------------------------------------------------------------------
+    def poll(self) -> int:
+        """Deliver the buffer if it is due; returns the records delivered."""
+        if self._buffer and (
+            self.buffered_bytes >= self.buffer_bytes or self.clock() - self._opened_at >= self.buffer_seconds
+        ):
+            return self.flush()
+        return 0
+
+    def flush(self) -> int:
+        """Deliver the buffer now, as one object; returns the records delivered."""
+        if not self._buffer:
+            return 0
+        staged, self._buffer = self._buffer, []
+        bodies = [self.s3.get_object(Bucket=self.bucket, Key=s.key)["Body"].read() for s in staged]
+        key = archive.object_key(self.prefix, staged[0].arrived, self.name)
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"".join(bodies))
+        for start in range(0, len(staged), 1000):  # DeleteObjects takes 1,000 keys a call
+            chunk = staged[start : start + 1000]
+            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": s.key} for s in chunk]})
+        records = sum(s.records for s in staged)
         self.objects_written += 1
-        self.records_written += len(self._buffer)
-        # positions advance only once the records are durable in S3, so a crash re-reads them
-        self.checkpoints.update(self._pending_checkpoints)
-        self._pending_checkpoints.clear()
-        self._buffer, self._buffered_bytes, self._oldest = [], 0, None
+        self.records_written += records
+        return records
+
+    @property
+    def buffered_bytes(self) -> int:
+        return sum(s.size for s in self._buffer)
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        """Records accepted and not yet delivered."""
+        return sum(s.records for s in self._buffer)
 
-    def _shards(self) -> list[str]:
-        return [s["ShardId"] for s in self.kinesis.list_shards(StreamName=self.stream)["Shards"]]
+    def _recover(self) -> list[_Staged]:
+        """What an earlier process accepted and did not deliver."""
+        found = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._staging):
+            for entry in page.get("Contents", []):
+                modified = entry.get("LastModified")
+                arrived = modified.astimezone(UTC) if isinstance(modified, datetime) else datetime.now(UTC)
+                records = entry["Key"].rsplit("-", 1)[-1]
+                found.append(
+                    _Staged(entry["Key"], int(entry["Size"]), arrived, int(records) if records.isdigit() else 1)
+                )
+        return sorted(found, key=lambda s: s.key)
 
-    def _read_shard(self, shard: str) -> int:
-        position = self._pending_checkpoints.get(shard) or self.checkpoints.get(shard)
-        kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard}
-        if position is None:
-            kwargs["ShardIteratorType"] = "TRIM_HORIZON"
-        else:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=position)
-        iterator = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
-        read = 0
-        while iterator:
-            response = self.kinesis.get_records(ShardIterator=iterator, Limit=1000)
-            records = response["Records"]
-            if not records:
-                break
-            for record in records:
-                if not self._buffer:
-                    self._opened_at = self.clock()
-                arrival = record.get("ApproximateArrivalTimestamp")
-                if self._oldest is None and isinstance(arrival, datetime):
-                    self._oldest = arrival
-                self._buffer.append(record["Data"])
-                self._buffered_bytes += len(record["Data"])
-            self._pending_checkpoints[shard] = records[-1]["SequenceNumber"]
-            read += len(records)
-            iterator = response.get("NextShardIterator")
-        return read
+
+class LocalFirehose:
+    """The Firehose API's ``put_record_batch`` over local :class:`DeliveryStream` objects."""
+
+    def __init__(self, streams: Mapping[str, DeliveryStream]) -> None:
+        self.streams = dict(streams)
+        #: PutRecordBatch calls answered.
+        self.calls = 0
+
+    def put_record_batch(self, *, DeliveryStreamName: str, Records: list[dict[str, bytes]]) -> dict[str, Any]:
+        self.calls += 1
+        stream = self.streams.get(DeliveryStreamName)
+        if stream is None:
+            raise _error("ResourceNotFoundException", f"Firehose {DeliveryStreamName} not found")
+        if len(Records) > MAX_RECORDS_PER_CALL:
+            raise _error("InvalidArgumentException", f"{len(Records)} records exceed {MAX_RECORDS_PER_CALL} a call")
+        too_large = [i for i, r in enumerate(Records) if len(r["Data"]) > MAX_RECORD_BYTES]
+        if too_large:
+            raise _error("InvalidArgumentException", f"record {too_large[0]} exceeds {MAX_RECORD_BYTES:,} bytes")
+        stream.put([r["Data"] for r in Records])
+        return {
+            "FailedPutCount": 0,
+            "Encrypted": False,
+            "RequestResponses": [{"RecordId": uuid.uuid4().hex} for _ in Records],
+        }
+
+    def poll(self) -> int:
+        return sum(stream.poll() for stream in self.streams.values())
+
+    @property
+    def buffered(self) -> int:
+        """Records accepted by any stream and not yet delivered (a buffer comes due on time)."""
+        return sum(stream.buffered for stream in self.streams.values())
+
+    def flush(self) -> int:
+        return sum(stream.flush() for stream in self.streams.values())
+
+
+def _error(code: str, message: str) -> ClientError:
+    """The error boto3 raises for a refused PutRecordBatch."""
+    return ClientError({"Error": {"Code": code, "Message": message}}, "PutRecordBatch")

@@ -3,16 +3,22 @@
 One :class:`Runtime` provisions a deployment in the emulator from the topology and runs what
 AWS would run around it:
 
-* an event source mapping per processor with a source channel (broker on ``input``,
-  sequencer on ``sequence``), invoking the real Lambda handlers with real Kinesis events and
-  Lambda's retry, bisect and on-failure semantics (:mod:`rdss.local.esm`); failed batches are
-  parked as Lambda parks them, as invocation records in the processor's SQS on-failure queue
-  (the deployed queue's name), where ``rdss redrive`` finds them;
-* a Firehose delivery stream per archived channel (:mod:`rdss.local.firehose`);
+* an event source mapping per processor and source channel (broker on ``input``, sequencer on
+  ``sequence``, archiver on ``input``, ``invalid`` and ``error``), invoking the real Lambda
+  handlers with real Kinesis events and Lambda's retry, bisect and on-failure semantics
+  (:mod:`rdss.local.esm`); failed batches are parked as Lambda parks them, as invocation
+  records in the processor's SQS on-failure queue (the deployed queue's name), where
+  ``rdss redrive`` finds them;
+* a Direct PUT delivery stream per archived channel (:mod:`rdss.local.firehose`), which the
+  archiver writes with PutRecordBatch as it writes Firehose in AWS;
 * the sweep, on a timer.
 
 ``step()`` makes one pass over all of them; ``drain()`` steps until nothing moves;
-``start()`` runs passes on a background thread (``rdss local up``).
+``start()`` runs passes on a background thread (``rdss local up``): on the embedded emulator an
+idle runtime waits for its next change (a write) rather than polling, so it costs next to nothing
+idle; elsewhere it backs off to one pass a second. Pollers keep their positions in
+:class:`~rdss.local.positions.Positions` (on disk for ``rdss local up``), each under a name that
+stays the same across restarts.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from typing import Any
 import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.archiving import ArchiverApp
 from rdss.broker import Broker
 from rdss.errors import ErrorCode
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
-from rdss.local.firehose import FirehoseBridge
+from rdss.local.firehose import DeliveryStream, LocalFirehose
+from rdss.local.positions import Positions
 from rdss.local.vendors import LocalVendor, provision_vendors
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.sequencer import Sequencer, Sweep
@@ -48,6 +56,8 @@ class Settings:
     environment: str = "local"
     shards: int = 2
     batch_size: int = 100
+    #: The archiver's batches: larger, for larger gzip members (cdk.json's ``archive.batch_size``).
+    archive_batch_size: int = 1000
     batching_window: float = 0.0
     max_retries: int = 10
     bisect_on_error: bool = True
@@ -56,7 +66,11 @@ class Settings:
     firehose_buffer_bytes: int = 5 * 1024 * 1024
     sweep_interval: float = 10.0
     sequence_timeout: float = 300.0
+    #: Pause between passes while records are moving or a delivery stream holds a buffer.
     poll_interval: float = 0.1
+    #: An idle runtime waits for the embedded emulator's next change, and otherwise backs off
+    #: to one pass per ``idle_interval`` (Lambda polls an idle shard about once a second).
+    idle_interval: float = 1.0
     #: Vendors let in, each with a role as the CDK app makes one (``rdss vendor config`` reads them).
     vendors: Mapping[str, LocalVendor] = field(default_factory=dict)
 
@@ -94,13 +108,28 @@ def partition_key(payload: bytes, index: int) -> str:
 @dataclass
 class _Pumps:
     mappings: dict[str, EventSourceMapping] = field(default_factory=dict)
-    bridges: dict[str, FirehoseBridge] = field(default_factory=dict)
+    firehose: LocalFirehose = field(default_factory=lambda: LocalFirehose({}))
+
+
+def mapping_name(processor: str, source: str, sources: tuple[str, ...]) -> str:
+    """How :attr:`Runtime.mappings` names a mapping: the processor's name when it has one source
+    (``broker``), else ``<processor>/<channel>`` (``archiver/invalid``)."""
+    return processor if len(sources) == 1 else f"{processor}/{source}"
 
 
 class Runtime:
-    def __init__(self, endpoint: Endpoint, settings: Settings | None = None, *, clients: ClientFactory | None = None):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        settings: Settings | None = None,
+        *,
+        clients: ClientFactory | None = None,
+        positions: Positions | None = None,
+    ):
         self.endpoint = endpoint
         self.settings = settings or Settings()
+        #: Where each poller has got to (on disk for ``rdss local up``; see :mod:`rdss.local.positions`).
+        self.positions = positions or Positions()
         self.deployment = Deployment(self.settings.environment)
         self.names: Resolved = from_environment(self.deployment.environment_variables())
         self._clients = clients or (lambda processor, service: endpoint.client(service))
@@ -122,42 +151,44 @@ class Runtime:
         sqs = self.endpoint.client("sqs")
         kinesis = self.endpoint.client("kinesis")
         s3 = self.endpoint.client("s3")
+        self._pumps.firehose = LocalFirehose(
+            {
+                self.deployment.delivery_stream(channel.name): DeliveryStream(
+                    s3,
+                    name=self.deployment.delivery_stream(channel.name),
+                    bucket=self.deployment.bucket(RDSS.archive_bucket(channel.name)),
+                    prefix=channel.archive or "",
+                    buffer_bytes=self.settings.firehose_buffer_bytes,
+                    buffer_seconds=self.settings.firehose_buffer_seconds,
+                )
+                for channel in RDSS.archived()
+            }
+        )
         for processor in RDSS.processors:
-            if processor.source is None:
+            if not processor.sources:
                 continue
             queue = self.deployment.on_failure_queue(processor.name)
             self._failures[processor.name] = sqs.create_queue(QueueName=queue)["QueueUrl"]
             self.handlers[processor.name] = KinesisEventSourceMappingHandler(
                 self._app(processor.name), kinesis=self._clients(processor.name, "kinesis")
             )
-            self._pumps.mappings[processor.name] = EventSourceMapping(
-                kinesis,
-                self.deployment.stream(processor.source),
-                self.handlers[processor.name],
-                region=self.endpoint.region,
-                batch_size=self.settings.batch_size,
-                batching_window=self.settings.batching_window,
-                max_retries=self.settings.max_retries,
-                bisect_on_error=self.settings.bisect_on_error,
-                max_record_age=self.settings.max_record_age,
-                on_failure=self._on_failure(sqs, self._failures[processor.name]),
-                function_arn=f"arn:aws:lambda:{self.endpoint.region}:000000000000:function:"
-                f"{self.deployment.function(processor.name)}",
-            )
-        for channel in RDSS.channels:
-            if channel.archive is None:
-                continue
-            bucket = "audit" if channel.kind == "input" else "errors"
-            self._pumps.bridges[channel.name] = FirehoseBridge(
-                kinesis,
-                s3,
-                stream=self.deployment.stream(channel.name),
-                bucket=self.deployment.bucket(bucket),
-                prefix=channel.archive,
-                delivery_stream=f"{self.deployment.stream(channel.name)}-archive",
-                buffer_bytes=self.settings.firehose_buffer_bytes,
-                buffer_seconds=self.settings.firehose_buffer_seconds,
-            )
+            batch_size = self.settings.archive_batch_size if processor.archives else self.settings.batch_size
+            for source in processor.sources:
+                self._pumps.mappings[mapping_name(processor.name, source, processor.sources)] = EventSourceMapping(
+                    kinesis,
+                    self.deployment.stream(source),
+                    self.handlers[processor.name],
+                    region=self.endpoint.region,
+                    batch_size=batch_size,
+                    batching_window=self.settings.batching_window,
+                    max_retries=self.settings.max_retries,
+                    bisect_on_error=self.settings.bisect_on_error,
+                    max_record_age=self.settings.max_record_age,
+                    on_failure=self._on_failure(sqs, self._failures[processor.name]),
+                    checkpoints=self.positions.of(f"mapping:{mapping_name(processor.name, source, processor.sources)}"),
+                    function_arn=f"arn:aws:lambda:{self.endpoint.region}:000000000000:function:"
+                    f"{self.deployment.function(processor.name)}",
+                )
         self.sweep = Sweep(
             names=self.names,
             dynamodb=self._clients("sweep", "dynamodb"),
@@ -172,6 +203,8 @@ class Runtime:
             return Broker(names=self.names, dynamodb=dynamodb, s3=s3)
         if processor == "sequencer":
             return Sequencer(names=self.names, dynamodb=dynamodb, s3=s3)
+        if processor == "archiver":  # Firehose is the local delivery streams, here as in AWS
+            return ArchiverApp(names=self.names, firehose=self.firehose, s3=s3)
         raise ValueError(f"no local app for processor {processor!r}")
 
     @staticmethod
@@ -208,12 +241,14 @@ class Runtime:
             moved = 0
             for mapping in self._pumps.mappings.values():
                 moved += mapping.poll()
-            for bridge in self._pumps.bridges.values():
-                moved += bridge.poll()
-            if self.sweep is not None and time.monotonic() - self._last_sweep >= self.settings.sweep_interval:
-                self._last_sweep = time.monotonic()
-                moved += self.sweep.run()["count"]
-            return moved
+            moved += self._pumps.firehose.poll()
+            return moved + self._sweep_when_due()
+
+    def _sweep_when_due(self) -> int:
+        if self.sweep is None or time.monotonic() - self._last_sweep < self.settings.sweep_interval:
+            return 0
+        self._last_sweep = time.monotonic()
+        return int(self.sweep.run()["count"])
 
     def drain(self, *, idle_passes: int = 2, timeout: float = 300.0) -> None:
         """Step until ``idle_passes`` passes in a row move nothing, then deliver the archives."""
@@ -224,8 +259,7 @@ class Runtime:
                 raise TimeoutError(f"the runtime did not settle within {timeout:.0f} s")
             idle = idle + 1 if self.step() == 0 else 0
         with self._lock:
-            for bridge in self._pumps.bridges.values():
-                bridge.flush()
+            self._pumps.firehose.flush()
 
     def start(self) -> None:
         """Run passes on a background thread until :meth:`stop`."""
@@ -236,23 +270,47 @@ class Runtime:
         self._thread.start()
 
     def _loop(self) -> None:
+        changes = self.endpoint.changes
+        idle = self.settings.poll_interval
+        pumps = True
         while not self._stop.is_set():
+            seen = changes.version if changes is not None else 0
             try:
-                moved = self.step()
+                if pumps:
+                    moved = self.step()
+                else:
+                    with self._lock:
+                        moved = self._sweep_when_due()
             except Exception:  # keep serving: a pass that failed is retried on the next one
                 _log.exception("a runtime pass failed")
                 moved = 0
-            if not moved:
-                self._stop.wait(self.settings.poll_interval)
+            pumps = True
+            if moved:
+                idle = self.settings.poll_interval
+            elif self._pumps.firehose.buffered:
+                self._stop.wait(self.settings.poll_interval)  # a buffer comes due on time
+            elif changes is not None:
+                # Nothing moves until something is written: wait for that. Woken by the clock
+                # alone, only the sweep has anything to do (a pass over every shard would cost
+                # dozens of requests and find nothing).
+                pumps = changes.wait(seen, self._until_sweep())
+            else:
+                idle = min(idle * 2, self.settings.idle_interval)
+                self._stop.wait(idle)
+
+    def _until_sweep(self) -> float:
+        due = self._last_sweep + self.settings.sweep_interval - time.monotonic()
+        return max(self.settings.poll_interval, due)
 
     def stop(self) -> None:
         if self._thread is not None:
             self._stop.set()
+            if self.endpoint.changes is not None:
+                self.endpoint.changes.wake()
             self._thread.join(timeout=30)
             self._thread = None
         with self._lock:
-            for bridge in self._pumps.bridges.values():
-                bridge.flush()
+            self._pumps.firehose.flush()
         for handler in self.handlers.values():
             handler.close()
 
@@ -268,11 +326,13 @@ class Runtime:
     # -- inspection ----------------------------------------------------------------------------
     @property
     def mappings(self) -> dict[str, EventSourceMapping]:
+        """Every event source mapping, named by :func:`mapping_name`."""
         return dict(self._pumps.mappings)
 
     @property
-    def bridges(self) -> dict[str, FirehoseBridge]:
-        return dict(self._pumps.bridges)
+    def firehose(self) -> LocalFirehose:
+        """The delivery streams, by name (``rdss-<env>-input``...)."""
+        return self._pumps.firehose
 
     def failed_batches(self) -> dict[str, int]:
         """Messages waiting in each processor's on-failure queue."""

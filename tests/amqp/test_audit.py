@@ -1,6 +1,7 @@
 """Every dispatched message in the audit archive, once, whatever the backend and the channel a
-producer names: on Kinesis everything enters through ``input`` (archived by Firehose); on
-RabbitMQ the archiver reads a Wire Tap of both exchanges and writes the same layout."""
+producer names: on Kinesis everything enters through ``input`` (archived by the archiver
+through Firehose); on RabbitMQ the Wire Tap archiver reads both exchanges and writes the same
+entries."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 @contextmanager
 def running(runtime: Runtime) -> Iterator[None]:
-    """Broker, sequencer and Firehose at work on a thread while the block runs."""
+    """Broker, sequencer, archiver and delivery streams at work on a thread while the block runs."""
     stop = threading.Event()
 
     def pump() -> None:
@@ -48,9 +49,9 @@ def running(runtime: Runtime) -> Iterator[None]:
         thread.join(30)
 
 
-def audited(lines: list[bytes]) -> Counter[str]:
-    """How many times each messageId is in the archive's lines."""
-    return Counter(orjson.loads(line)["messageHeader"]["messageId"] for line in lines)
+def audited(entries: list[archive.Entry]) -> Counter[str]:
+    """How many times each messageId is in the archive's records."""
+    return Counter(orjson.loads(entry.payload)["messageHeader"]["messageId"] for entry in entries)
 
 
 def test_sends_bridged_messages_replies_and_sequences_are_each_archived_once(
@@ -98,8 +99,8 @@ def test_sends_bridged_messages_replies_and_sequences_are_each_archived_once(
             stop.set()
             listener.join(30)
     runtime.drain()
-    _, lines = read_archive(runtime, "audit", "audit/")
-    counts = audited(lines)
+    _, entries = read_archive(runtime, "audit", "audit/")
+    counts = audited(entries)
     assert receipt.channel == "metadata"
     assert counts[direct["messageHeader"]["messageId"]] == 1
     assert counts[bridged["messageHeader"]["messageId"]] == 1
@@ -107,7 +108,7 @@ def test_sends_bridged_messages_replies_and_sequences_are_each_archived_once(
     assert answers == [document["messageHeader"]["messageId"]]
     assert counts[document["messageHeader"]["messageId"]] == 1  # the reply
     assert [counts[part] for part in sequence.parts] == [1, 1, 1]  # every part of the sequence
-    assert sum(counts.values()) == len(lines) == 7  # and nothing else, nothing twice
+    assert sum(counts.values()) == len(entries) == 7  # and nothing else, nothing twice
     # the broker routed each where its content says, with its hop after the gateways'
     routed = {orjson.loads(r)["messageHeader"]["messageId"]: r for r in read_channel(runtime, "metadata")}
     hops = [
@@ -156,13 +157,17 @@ def test_the_archiver_writes_rabbitmq_traffic_in_the_firehose_layout(url: str, t
     objects = sorted(target.rglob("*.gz"))
     assert stats.records == len(expected)
     assert [str(p.relative_to(target)) for p in objects] == sorted(stats.keys)
-    lines = []
+    entries: list[archive.Entry] = []
     for path in objects:
         key = str(path.relative_to(target))
         assert key.startswith("audit/year=")
         assert archive.archived_at(key) is not None  # the hour partitions the Glue jobs read
-        lines.extend(archive.decode(path.read_bytes()))
-    assert audited(lines) == Counter(expected)  # every message once, whatever channel it took
+        entries.extend(archive.read(path.read_bytes()))
+    assert audited(entries) == Counter(expected)  # every message once, whatever channel it took
+    # each an entry with its identity from the transport: the channel, the queue and the position
+    assert {e.stream for e in entries} == {"input"}
+    assert len({e.identity for e in entries}) == len(entries)
+    assert all(e.shard and e.sequence_number for e in entries)
 
 
 def test_the_archive_command(url: str, tmp_path: Path):
@@ -174,4 +179,4 @@ def test_the_archive_command(url: str, tmp_path: Path):
     assert done.returncode == 0, done.stderr
     figures = orjson.loads(done.stdout)
     assert figures["records"] == 4
-    assert sum(len(archive.decode((tmp_path / key).read_bytes())) for key in figures["keys"]) == 4
+    assert sum(len(archive.read((tmp_path / key).read_bytes())) for key in figures["keys"]) == 4

@@ -85,7 +85,7 @@ class JobRun:
     summary: dict[str, Any]
     accepted: list[Accepted] = field(default_factory=list)
     resent: Counter[str] = field(default_factory=Counter)
-    #: audit records per (year, month, day) of the hour prefix they were archived under
+    #: audit records per (year, month, day) of the hour prefix they were first archived under
     lines_per_day: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     #: errors-archive records per ((year, month, day), channel, errorCode)
     refused_per_day: Counter[tuple[tuple[str, str, str], str, str]] = field(default_factory=Counter)
@@ -118,6 +118,7 @@ def run(
         malformed_every=29,
         broken_every=31,
         sequence_every=150,
+        repeat_every=37,
         errors_root=buckets["errors"],
         ledger=True,
     )
@@ -140,9 +141,11 @@ def run(
         resent=Counter(generated.resent),
     )
     objects: dict[str, list[bytes]] = {}
+    seen, seen_errors = archive.Identities(), archive.Identities()  # each record counted once
     for path in sorted((buckets["audit"] / "audit").rglob("*.gz")):
-        objects[str(path)] = archive.decode(path.read_bytes())
-        result.lines_per_day[_day_of(path)] += len(objects[str(path)])
+        entries = archive.read(path.read_bytes())
+        objects[str(path)] = [entry.payload for entry in entries]
+        result.lines_per_day[_day_of(path)] += len(list(archive.unique(entries, seen)))
     for message_id, (key, index) in generated.first_seen.items():
         header = orjson.loads(objects[key][index])["messageHeader"]
         published = datetime.fromisoformat(header["messageTimings"]["publishedTimestamp"])
@@ -162,7 +165,7 @@ def run(
         )
     for path in sorted((buckets["errors"] / "errors").rglob("*.gz")):
         channel = path.relative_to(buckets["errors"] / "errors").parts[0]
-        for record in archive.decode(path.read_bytes()):
+        for record in (e.payload for e in archive.unique(archive.read(path.read_bytes()), seen_errors)):
             code = orjson.loads(record)["messageHeader"]["errorCode"]
             result.refused_per_day[(_day_of(path), channel, code)] += 1
     return result

@@ -94,9 +94,9 @@ def test_glue_jobs_run_the_scripts_with_bookmarks_under_the_security_configurati
     for job in jobs.values():
         shipped = json.dumps(job["DefaultArguments"]["--extra-py-files"])
         assert len(re.findall(r"[0-9a-f]{64}\.py", shipped)) == len(SHARED_MODULES), shipped
-    # the compaction's line parser (glue_jobs/java/) goes with it; the report needs no jar
+    # the jobs' Java half (glue_jobs/java/: the archive entry reader, the compaction's parsers) goes with both
     assert "--extra-jars" in compaction
-    assert "--extra-jars" not in jobs[f"{prefix}-audit-report"]["DefaultArguments"]
+    assert "--extra-jars" in jobs[f"{prefix}-audit-report"]["DefaultArguments"]
     report = jobs[f"{prefix}-audit-report"]["DefaultArguments"]
     assert references(report["--errors"]) == {errors}
 

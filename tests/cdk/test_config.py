@@ -19,8 +19,13 @@ def test_the_three_environments_load() -> None:
     assert configs["prod"].cdk_removal_policy == cdk.RemovalPolicy.RETAIN
     assert configs["dev"].cdk_removal_policy == cdk.RemovalPolicy.DESTROY
     assert configs["staging"].removal_policy in ("retain", "destroy")
+    # the spec's channel TTL; dev keeps 24 h (a shard's base retention: no extended-retention charge)
+    assert {name: config.stream_retention_hours for name, config in configs.items()} == {
+        "dev": 24,
+        "staging": 168,
+        "prod": 168,
+    }
     for config in configs.values():
-        assert config.stream_retention_hours == 168  # the spec's channel TTL
         assert config.function("broker").timeout_seconds > 0
         assert config.event_source.retry_attempts <= 10
 

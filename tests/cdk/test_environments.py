@@ -45,15 +45,6 @@ def test_prod_tables_and_stack_are_protected(dev: Synthesized, prod: Synthesized
         assert table["Properties"]["DeletionProtectionEnabled"] is True
 
 
-def test_stream_capacity_follows_the_environment(dev: Synthesized, prod: Synthesized) -> None:
-    for stream in dev.resources("AWS::Kinesis::Stream").values():
-        assert stream["Properties"]["StreamModeDetails"] == {"StreamMode": "PROVISIONED"}
-        assert stream["Properties"]["ShardCount"] == 1
-    for stream in prod.resources("AWS::Kinesis::Stream").values():
-        assert stream["Properties"]["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
-        assert "ShardCount" not in stream["Properties"]
-
-
 def test_names_carry_the_environment(synthesized: Synthesized) -> None:
     env = synthesized.config.name
     assert synthesized.stack.stack_name == f"rdss-{env}"
@@ -78,7 +69,7 @@ def test_alarms_notify_the_topic_with_the_environments_thresholds(synthesized: S
         f"{prefix}-invalid-channel-traffic": thresholds.invalid_channel_records,
     }
     for processor in RDSS.processors:
-        if processor.source:
+        if processor.sources:
             expected[f"{prefix}-{processor.name}-iterator-age"] = thresholds.iterator_age_seconds * 1000
         expected[f"{prefix}-{processor.name}-on-failure-depth"] = thresholds.dlq_depth
         expected[f"{prefix}-{processor.name}-errors"] = thresholds.lambda_errors

@@ -7,8 +7,10 @@ from aws_cdk.assertions import Match
 
 from rdss.topology import RDSS, Deployment, Processor
 from stacks.bundling import handler_location
+from stacks.nag import flatten
+from stacks.state import CLAIMS_TABLE
 from tests.cdk.conftest import Synthesized
-from tests.cdk.support import granted, references
+from tests.cdk.support import granted, references, role_statements
 
 
 def deployment(synthesized: Synthesized) -> Deployment:
@@ -32,7 +34,7 @@ def test_every_channel_is_an_encrypted_stream_named_by_the_deployment(synthesize
             "AWS::Kinesis::Stream",
             {
                 "Name": names.stream(channel.name),
-                "RetentionPeriodHours": 168,
+                "RetentionPeriodHours": synthesized.config.stream_retention_hours,
                 "StreamEncryption": {"EncryptionType": "KMS", "KeyId": Match.any_value()},
             },
         )
@@ -61,14 +63,46 @@ def test_each_processor_is_granted_exactly_its_topology_entry(synthesized: Synth
     def named(ids: set[str], kind: dict[str, str]) -> set[str]:
         return {kind[i] for i in ids if i in kind}
 
+    delivery = {synthesized.logical_id(a.delivery_stream): a.channel.name for a in messaging.archives}
     assert named(granted(template, role, "kinesis:PutRecords"), streams) == set(processor.sends_to)
-    assert named(granted(template, role, "kinesis:GetRecords"), streams) == (
-        {processor.source} if processor.source else set()
-    )
+    assert named(granted(template, role, "kinesis:GetRecords"), streams) == set(processor.sources)
     assert named(granted(template, role, "dynamodb:GetItem"), tables) == set(processor.reads_tables)
     assert named(granted(template, role, "dynamodb:PutItem"), tables) == set(processor.writes_tables)
     assert named(granted(template, role, "s3:GetObject*"), buckets) == set(processor.reads_buckets)
-    assert named(granted(template, role, "s3:PutObject"), buckets) == set(processor.writes_buckets)
+    archive_buckets = {RDSS.archive_bucket(channel) for channel in processor.archives}
+    assert named(granted(template, role, "s3:PutObject"), buckets) == set(processor.writes_buckets) | archive_buckets
+    assert named(granted(template, role, "firehose:PutRecordBatch"), delivery) == set(processor.archives)
+    assert named(granted(template, role, "s3:DeleteObject*"), buckets) == set(processor.writes_buckets)
+
+
+def test_the_archiver_may_put_only_under_the_archive_prefixes(synthesized: Synthesized) -> None:
+    """An entry too large for one Firehose record is its own object: PutObject on the channel's
+    archive prefix, nothing else in the bucket, and neither read nor delete."""
+    archiver = RDSS.processor("archiver")
+    role = role_id(synthesized, "archiver")
+    puts = [
+        statement
+        for statement in role_statements(synthesized.json, role)
+        if any(action.startswith("s3:") for action in statement.actions)
+    ]
+    assert all(
+        statement.actions
+        <= {
+            "s3:PutObject",
+            "s3:PutObjectLegalHold",
+            "s3:PutObjectRetention",
+            "s3:PutObjectTagging",
+            "s3:PutObjectVersionTagging",
+            "s3:Abort*",
+        }
+        for statement in puts
+    ), [statement.actions for statement in puts]
+    objects = {flatten(resource) for statement in puts for resource in statement.resources}
+    expected = {
+        f"<{messaging_bucket_id(synthesized, RDSS.archive_bucket(channel))}.Arn>/{RDSS.channel(channel).archive}*"
+        for channel in archiver.archives
+    }
+    assert objects == expected
 
 
 @pytest.mark.parametrize("processor", RDSS.processors, ids=lambda p: p.name)
@@ -102,7 +136,7 @@ def messaging_bucket_id(synthesized: Synthesized, name: str) -> str:
     return synthesized.logical_id(synthesized.stack.messaging.buckets[name])
 
 
-@pytest.mark.parametrize("processor", [p for p in RDSS.processors if p.source], ids=lambda p: p.name)
+@pytest.mark.parametrize("processor", [p for p in RDSS.processors if p.sources], ids=lambda p: p.name)
 def test_event_source_mappings_fail_safely(synthesized: Synthesized, processor: Processor) -> None:
     built = synthesized.stack.messaging.processors[processor.name]
     settings = synthesized.config.event_source
@@ -111,19 +145,23 @@ def test_event_source_mappings_fail_safely(synthesized: Synthesized, processor: 
         for m in synthesized.resources("AWS::Lambda::EventSourceMapping").values()
         if m["Properties"]["FunctionName"] == {"Ref": synthesized.logical_id(built.function)}
     ]
-    assert len(mappings) == 1
-    (mapping,) = mappings
-    assert references(mapping["EventSourceArn"]) == {stream_id(synthesized, processor.source or "")}
-    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert mapping["BisectBatchOnFunctionError"] is True
-    assert mapping["MaximumRetryAttempts"] == settings.retry_attempts
-    assert 0 <= mapping["MaximumRetryAttempts"] <= 10
-    assert mapping["MaximumRecordAgeInSeconds"] == settings.max_record_age_hours * 3600
-    assert mapping["StartingPosition"] == "TRIM_HORIZON"
-    assert mapping["BatchSize"] == settings.batch_size
-    assert references(mapping["DestinationConfig"]["OnFailure"]["Destination"]) == {
-        synthesized.logical_id(built.on_failure)
-    }
+    assert sorted(next(iter(references(m["EventSourceArn"]))) for m in mappings) == sorted(
+        stream_id(synthesized, source) for source in processor.sources
+    )
+    # the archiver batches for large gzip members, the others for latency (cdk.json)
+    batching = synthesized.config.archive if processor.archives else settings
+    for mapping in mappings:
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert mapping["BisectBatchOnFunctionError"] is True
+        assert mapping["MaximumRetryAttempts"] == settings.retry_attempts
+        assert 0 <= mapping["MaximumRetryAttempts"] <= 10
+        assert mapping["MaximumRecordAgeInSeconds"] == settings.max_record_age_hours * 3600
+        assert mapping["StartingPosition"] == "TRIM_HORIZON"
+        assert mapping["BatchSize"] == batching.batch_size
+        assert mapping["MaximumBatchingWindowInSeconds"] == batching.max_batching_window_seconds
+        assert references(mapping["DestinationConfig"]["OnFailure"]["Destination"]) == {
+            synthesized.logical_id(built.on_failure)
+        }
     queue = synthesized.json["Resources"][synthesized.logical_id(built.on_failure)]["Properties"]
     assert "KmsMasterKeyId" in queue
 
@@ -143,34 +181,41 @@ def test_scheduled_processors_run_on_their_schedule(synthesized: Synthesized, pr
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 2
 
 
-def test_every_archived_channel_has_a_firehose_to_its_bucket(synthesized: Synthesized) -> None:
-    from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION
-    from stacks.archives import archive_bucket_of
+def test_every_archived_channel_has_a_direct_put_firehose_to_its_bucket(synthesized: Synthesized) -> None:
+    from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
 
     names = deployment(synthesized)
-    archived = [c for c in RDSS.channels if c.archive]
+    archived = RDSS.archived()
     streams = synthesized.resources("AWS::KinesisFirehose::DeliveryStream")
     assert len(streams) == len(archived)
+    for properties in (s["Properties"] for s in streams.values()):
+        # written by the archiver (PutRecordBatch), not read from a stream
+        assert properties["DeliveryStreamType"] == "DirectPut"
+        assert "KinesisStreamSourceConfiguration" not in properties
+        # gzip members already: no compression, no delimiter, no processor of Firehose's own
+        destination = properties["ExtendedS3DestinationConfiguration"]
+        assert "ProcessingConfiguration" not in destination or not destination["ProcessingConfiguration"]["Enabled"]
     for channel in archived:
-        bucket = messaging_bucket_id(synthesized, archive_bucket_of(channel, RDSS))
+        bucket = messaging_bucket_id(synthesized, RDSS.archive_bucket(channel.name))
         synthesized.template.has_resource_properties(
             "AWS::KinesisFirehose::DeliveryStream",
             {
-                "DeliveryStreamName": names.stream(channel.name),
-                "DeliveryStreamType": "KinesisStreamAsSource",
-                "KinesisStreamSourceConfiguration": {
-                    "KinesisStreamARN": {"Fn::GetAtt": [stream_id(synthesized, channel.name), "Arn"]}
+                "DeliveryStreamName": names.delivery_stream(channel.name),
+                "DeliveryStreamEncryptionConfigurationInput": {
+                    "KeyType": "CUSTOMER_MANAGED_CMK",
+                    "KeyARN": Match.any_value(),
                 },
                 "ExtendedS3DestinationConfiguration": Match.object_like(
                     {
                         "BucketARN": {"Fn::GetAtt": [bucket, "Arn"]},
                         "Prefix": f"{channel.archive}{FIREHOSE_HOUR_EXPRESSION}",
                         "ErrorOutputPrefix": FIREHOSE_ERROR_EXPRESSION,
-                        "CompressionFormat": "GZIP",
+                        "CompressionFormat": "UNCOMPRESSED",
+                        "FileExtension": OBJECT_EXTENSION,
                         "EncryptionConfiguration": {"KMSEncryptionConfig": {"AWSKMSKeyARN": Match.any_value()}},
-                        "ProcessingConfiguration": {
-                            "Enabled": True,
-                            "Processors": [Match.object_like({"Type": "AppendDelimiterToRecord"})],
+                        "BufferingHints": {
+                            "IntervalInSeconds": synthesized.config.archive.buffer_seconds,
+                            "SizeInMBs": synthesized.config.archive.buffer_mib,
                         },
                     }
                 ),
@@ -178,7 +223,7 @@ def test_every_archived_channel_has_a_firehose_to_its_bucket(synthesized: Synthe
         )
 
 
-def test_every_topology_table_is_on_demand_encrypted_with_pitr_and_ttl(synthesized: Synthesized) -> None:
+def test_every_topology_table_is_encrypted_with_pitr_and_ttl(synthesized: Synthesized) -> None:
     names = deployment(synthesized)
     assert len(synthesized.resources("AWS::DynamoDB::Table")) == len(RDSS.tables)
     for table in RDSS.tables:
@@ -190,7 +235,10 @@ def test_every_topology_table_is_on_demand_encrypted_with_pitr_and_ttl(synthesiz
             {
                 "TableName": names.table(table.name),
                 "KeySchema": keys,
-                "BillingMode": "PAY_PER_REQUEST",
+                # provisioned is CloudFormation's default: no BillingMode at all
+                "BillingMode": Match.absent()
+                if table.name == CLAIMS_TABLE and not synthesized.config.table_capacity.on_demand
+                else "PAY_PER_REQUEST",
                 "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
                 "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": Match.any_value()},
                 "TimeToLiveSpecification": {"AttributeName": table.ttl_attribute, "Enabled": True},

@@ -37,7 +37,8 @@ class Compacted:
 
 @pytest.fixture(scope="session")
 def compacted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Compacted:
-    """A generated archive with duplicates, malformed lines and sequences, compacted."""
+    """A generated archive with duplicates, malformed lines, sequences and entries archived
+    twice, compacted."""
     root = tmp_path_factory.mktemp("generated")
     archive = write_archive(
         root / "archive",
@@ -49,6 +50,7 @@ def compacted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
         duplicate_every=9,
         malformed_every=13,
         sequence_every=40,
+        repeat_every=17,
         ledger=True,
     )
     counts = compact(spark, archive.root, root / "curated")

@@ -20,6 +20,7 @@ from rdss import archive
 from rdss.bench.glue_inprocess import compact_in_process
 from rdss.workload import Workload
 from tests.glue.conftest import Compacted, compact
+from tests.support import archives
 
 HIVE_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double"}
 
@@ -40,14 +41,19 @@ def plain(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(str(path)).to_pylist()
 
 
-def put(root: Path, moment: datetime, lines: list[bytes], *, name: str | None = None) -> Path:
-    """One archive object as Firehose writes it; ``name`` fixes the random part of the key."""
+def put(root: Path, moment: datetime, records: list[bytes], *, name: str | None = None) -> Path:
+    """One archive object as Firehose delivers the archiver's records (each record a new
+    entry); ``name`` fixes the random part of the key."""
+    return put_object(root, moment, archives.framed(records), name=name)
+
+
+def put_object(root: Path, moment: datetime, data: bytes, *, name: str | None = None) -> Path:
     key = archive.object_key("audit/", moment, "rdss-test-input")
     if name is not None:
         key = key.rsplit("-", 5)[0] + f"-{name}.gz"
     path = root / key
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(archive.encode(lines))
+    path.write_bytes(data)
     return path
 
 
@@ -73,8 +79,10 @@ def test_rows_are_the_unique_messageids_and_rejects_the_malformed_lines(compacte
         "messages": generated.messages,
         "rejects": generated.malformed,
         "duplicates": generated.duplicates,
+        "archivedAgain": generated.repeats,
     }
     assert generated.duplicates > 0
+    assert generated.repeats > 0
     assert generated.malformed > 0
     assert len(rows) == generated.messages
     assert {row["messageId"] for row in rows} == set(generated.first_seen)
@@ -146,7 +154,7 @@ def test_first_seen_is_earliest_archive_time_then_key_then_line(spark: Any, tmp_
     rows = {row["messageId"]: row for row in read_rows(tmp_path / "out" / "messages")}
     assert {key: row["generator"] for key, row in rows.items()} == {"m1": "earliest", "m2": "line-1", "m3": "key-a"}
     assert rows["m1"]["archivedAt"] == utc(2026, 11, 1, 9, 59, 59)
-    assert counts == {"lines": 6, "messages": 3, "rejects": 0, "duplicates": 3}
+    assert counts == {"lines": 6, "messages": 3, "rejects": 0, "duplicates": 3, "archivedAgain": 0}
     assert sorted((row["messageId"], row["discarded"]) for row in plain(tmp_path / "out" / "duplicates")) == [
         ("m1", 1),
         ("m2", 1),
@@ -280,7 +288,7 @@ def test_members_are_read_as_sparks_json_reader_reads_them(spark: Any, tmp_path:
     assert rows["spaced"]["generator"] == header["generator"]
     reasons = {row["line"]: row["reason"] for row in plain(tmp_path / "out" / "rejects")}
     assert reasons == {line.decode(): schema.REJECT_NOT_JSON for line in lines[-2:]}
-    assert counts == {"lines": len(lines), "messages": 5, "rejects": 2, "duplicates": 0}
+    assert counts == {"lines": len(lines), "messages": 5, "rejects": 2, "duplicates": 0, "archivedAgain": 0}
 
     # and the single-process comparison reads them the same way
     assert compact_in_process(tmp_path / "in", tmp_path / "single") == counts
@@ -386,7 +394,7 @@ def test_an_incremental_run_appends_only_messageids_not_curated_before(spark: An
     assert compact(spark, tmp_path / "day1", tmp_path / "out", incremental=True)["messages"] == 1
     counts = compact(spark, tmp_path / "day2", tmp_path / "out", incremental=True)
 
-    assert counts == {"lines": 3, "messages": 1, "rejects": 0, "duplicates": 2}
+    assert counts == {"lines": 3, "messages": 1, "rejects": 0, "duplicates": 2, "archivedAgain": 0}
     assert sorted(row["messageId"] for row in read_rows(tmp_path / "out" / "messages")) == ["first", "second"]
     assert sorted((row["messageId"], row["discarded"]) for row in plain(tmp_path / "out" / "duplicates")) == [
         ("first", 1),
@@ -398,4 +406,10 @@ def test_the_local_entry_point(spark: Any, tmp_path: Path, capsys: pytest.Captur
     put(tmp_path / "in", utc(2026, 11, 1, 12, 0, 0), [orjson.dumps(message(Workload(9), "only")), b"junk"])
     argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]
     assert audit_compaction.main(argv, spark=spark) == 0
-    assert json.loads(capsys.readouterr().out) == {"duplicates": 0, "lines": 2, "messages": 1, "rejects": 1}
+    assert json.loads(capsys.readouterr().out) == {
+        "archivedAgain": 0,
+        "duplicates": 0,
+        "lines": 2,
+        "messages": 1,
+        "rejects": 1,
+    }

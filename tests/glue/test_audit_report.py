@@ -19,6 +19,7 @@ from rdss.decoration import decorate
 from rdss.errors import ErrorCode
 from tests.glue.conftest import Compacted
 from tests.glue.test_audit_compaction import hive_type, plain, read_rows
+from tests.support import archives
 
 #: (channel, code, payload): what the broker would have moved to the invalid and error archives
 FAILED = [
@@ -37,7 +38,7 @@ def report(spark: Any, compacted: Compacted, tmp_path_factory: pytest.TempPathFa
         records = [decorate(payload, code, "") for kind, code, payload in FAILED if kind == channel]
         path = root / "errors" / archive.object_key(f"errors/{channel}/", moment, f"rdss-test-{channel}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(archive.encode(records))
+        path.write_bytes(archives.framed(records, stream=f"rdss-test-{channel}"))
     messages, rejects, duplicates = audit_report.read_curated(spark, str(compacted.output))
     errors = audit_report.read_errors(spark, str(root / "errors"))
     document = audit_report.run(spark, messages, rejects, duplicates, errors, str(root / "out"))

@@ -27,6 +27,7 @@ from rdss.errors import ErrorCode
 from rdss.validation import validate
 from rdss.workload import Workload
 from tests.glue.test_audit_compaction import plain, put, read_rows
+from tests.support import archives
 
 MOMENT = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 
@@ -119,7 +120,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     for channel, records in by_channel.items():
         path = root / "errors" / archive.object_key(f"errors/{channel}/", MOMENT, f"rdss-test-{channel}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(archive.encode(records))
+        path.write_bytes(archives.framed(records, stream=f"rdss-test-{channel}"))
     return Scenario(broker, root / "audit", root / "errors", sent)
 
 
@@ -144,6 +145,7 @@ def test_duplicates_are_what_the_broker_dropped_and_rejections_are_rejects(
         "rejects": len(broker.rejected),
         "brokerRejections": len(broker.rejected),
         "unmatchedRejections": 0,
+        "archivedAgain": 0,
     }
     rows = {row["messageId"]: row for row in read_rows(tmp_path / "out" / "messages")}
     assert set(rows) == set(broker.accepted)

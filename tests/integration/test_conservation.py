@@ -183,7 +183,7 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     assert broker.function_errors >= 3
     assert broker.bisections >= 1
     assert state["stuck"] >= parked
-    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
+    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0, "archiver": 0}
 
     consume_metadata(runtime, endpoint, workload, inputs, result)
     runtime.deprovision()
@@ -223,7 +223,7 @@ def consume_metadata(
     # had nothing more to do, and every published record is accounted as it was before
     assert len(read_channel(runtime, "input")) == entered
     runtime.drain(timeout=300)
-    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
+    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0, "archiver": 0}
     after = account(runtime, inputs)
     assert [a.as_report() for a in after.inputs] == [a.as_report() for a in before.inputs]
     assert after.unreadable == before.unreadable == 0

@@ -23,6 +23,7 @@ from rdss import decoration, history
 from rdss.cli import main
 from rdss.messages import failure_reply, reply
 from rdss.rejection import Rejector
+from rdss.sequences import split
 from rdss.validation import validate
 from rdss.workload import Workload
 from tests.support.mutations import mutations
@@ -184,6 +185,14 @@ def inputs(seed: int = 2611) -> dict[str, tuple[bytes, Expected]]:
     assert 1_000_000 < len(big) < KINESIS_LIMIT - 1_000
     add("oversize-message.json", big, rejected("GENERR006"))
     add("oversize-not-json.txt", b"x" * 1_000_500, rejected("GENERR007"))
+    # a sequence whose every part is a file (released whole), and a part whose sequence never
+    # completes here: held by the sequencer (pending in its table) - a place, not a loss
+    parts = split(workload.large(30_000), limit=12_000)
+    assert len(parts) >= 2
+    for position, part in enumerate(parts, 1):
+        add(f"sequence-part-{position}-of-{len(parts)}.json", orjson.dumps(part), routed("metadata"))
+    lone = split(workload.large(30_000), limit=12_000)
+    add("sequence-lone-part.json", orjson.dumps(lone[0]), Expected(("pending",), [], None))
     huge = orjson.dumps(workload.large(1_100_000))
     assert len(huge) > KINESIS_LIMIT
     add("oversize-beyond-kinesis.json", huge, Expected(("refused",), [], "GENERR006"))
@@ -194,7 +203,17 @@ def test_inputs_cover_every_class() -> None:
     """The generator itself: the valid ones are valid (with their optional fields), the rest not."""
     files = inputs()
     names = " ".join(files)
-    for kind in ("valid-with-errorcode", "decorated", "broken-copy", "not-json", "oversize", "indented", "empty"):
+    for kind in (
+        "valid-with-errorcode",
+        "decorated",
+        "broken-copy",
+        "not-json",
+        "oversize",
+        "indented",
+        "empty",
+        "sequence-part",
+        "sequence-lone-part",
+    ):
         assert kind in names, kind
     for name, (payload, expected) in files.items():
         if expected.outcomes == ("routed",):
@@ -225,6 +244,7 @@ def test_the_demo_reports_one_outcome_for_every_input(
         item["outcome"] in ("invalid", "error") for item in body["inputs"]
     )
     assert "unaccounted" not in output
+    assert "1 pending" in output
     assert "valid-[red]-named.json" in output
     # it traced the first message whose records went different ways: the broken copy's header read
     trace = body["trace"]

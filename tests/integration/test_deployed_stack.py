@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
+from rdss import archive
 from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint
 from rdss.putrecords import PutRecordsBatcher, Record
@@ -222,7 +223,7 @@ def check_topology(stack: Stack) -> None:
         summary = kinesis.describe_stream_summary(StreamName=deployment.stream(channel.name))
         description = summary["StreamDescriptionSummary"]
         assert description["StreamStatus"] == "ACTIVE"
-        assert description["OpenShardCount"] == config.stream_capacity.shards_for(channel.name)
+        assert description["OpenShardCount"] == config.capacity.shards[channel.name]
         arns[channel.name] = description["StreamARN"]
     for table in RDSS.tables:
         keys = {
@@ -233,31 +234,31 @@ def check_topology(stack: Stack) -> None:
         assert keys.get("RANGE") == table.sort_key
     existing = {b["Name"] for b in stack.client("s3").list_buckets()["Buckets"]}
     assert {deployment.bucket(b.name) for b in RDSS.buckets} <= existing
+    # one Direct PUT delivery stream per archived channel, which the deployed archiver writes
     firehose = stack.client("firehose")
-    sources = set()
-    for name in firehose.list_delivery_streams()["DeliveryStreamNames"]:
+    listed = set(firehose.list_delivery_streams()["DeliveryStreamNames"])
+    expected = {deployment.delivery_stream(c.name) for c in RDSS.archived()}
+    assert expected <= listed
+    for name in expected:
         description = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]
-        source = description.get("Source", {}).get("KinesisStreamSourceDescription", {}).get("KinesisStreamARN")
-        if source in arns.values():
-            sources.add(source)
-    assert sources == {arns[c.name] for c in RDSS.channels if c.archive}
+        assert description["DeliveryStreamType"] == "DirectPut"
     lambda_ = stack.client("lambda")
     for processor in RDSS.processors:
         function = lambda_.get_function_configuration(FunctionName=stack.functions[processor.name])
         assert function["Architectures"] == [stack.config.lambda_architecture]
         mappings = lambda_.list_event_source_mappings(FunctionName=stack.functions[processor.name])
-        if processor.source is None:
-            assert mappings["EventSourceMappings"] == []
-            continue
-        [mapping] = mappings["EventSourceMappings"]
-        assert mapping["EventSourceArn"] == arns[processor.source]
-        assert mapping["BatchSize"] == config.event_source.batch_size
-        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert mapping["BisectBatchOnFunctionError"] is True
-        assert mapping["DestinationConfig"]["OnFailure"]["Destination"].endswith(
-            f"{stack.functions[processor.name]}-on-failure"
+        assert sorted(m["EventSourceArn"] for m in mappings["EventSourceMappings"]) == sorted(
+            arns[source] for source in processor.sources
         )
-        assert mapping["State"] == "Enabled"
+        batch_size = config.archive.batch_size if processor.archives else config.event_source.batch_size
+        for mapping in mappings["EventSourceMappings"]:
+            assert mapping["BatchSize"] == batch_size
+            assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            assert mapping["BisectBatchOnFunctionError"] is True
+            assert mapping["DestinationConfig"]["OnFailure"]["Destination"].endswith(
+                f"{stack.functions[processor.name]}-on-failure"
+            )
+            assert mapping["State"] == "Enabled"
 
 
 def routes_traffic(stack: Stack) -> None:
@@ -424,15 +425,24 @@ def parks_a_batch_and_redrives_it(stack: Stack) -> None:
 
 
 def archives_input(stack: Stack) -> None:
-    """What was put on ``input`` reaches the audit bucket through the deployed Firehose (which
-    starts reading at LATEST once it is up, so the test keeps publishing until it has)."""
+    """What was put on ``input`` reaches the audit bucket as archive entries, each record once:
+    written by the deployed archiver (invoked by its mapping on ``input``) through the deployed
+    Direct PUT delivery stream."""
     s3, audit = stack.client("s3"), stack.deployment.bucket("audit")
-    workload = Workload(uuid.uuid4().int % 1000)
+    published = [orjson.dumps(m) for m in Workload(uuid.uuid4().int % 1000).mix(15)]
+    stack.publish(published)
 
-    def archived() -> int:
-        if s3.list_objects_v2(Bucket=audit).get("KeyCount"):
-            return 1
-        stack.publish([orjson.dumps(m) for m in workload.mix(2)])
-        return 0
+    def entries() -> list[archive.Entry]:
+        objects = [
+            s3.get_object(Bucket=audit, Key=o["Key"])["Body"].read()
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=audit)
+            for o in page.get("Contents", [])
+        ]
+        return [e for e in archive.unique(e for data in objects for e in archive.read(data)) if e.payload in published]
 
-    wait_for("the deployed Firehose archiving input", archived, timeout=300, interval=5)
+    def every_one() -> list[archive.Entry] | None:
+        found = entries()
+        return found if len(found) >= len(published) else None
+
+    archived = wait_for("the deployed archiver archiving every record put on input", every_one, timeout=300)
+    assert sorted(e.payload for e in archived) == sorted(published)  # each record's bytes, once

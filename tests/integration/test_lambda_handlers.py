@@ -82,23 +82,43 @@ def test_each_handler_logs_under_its_own_service_with_the_lambda_context_and_a_c
         "broker": esm_event(arn, shard["ShardId"], records, system.endpoint.region),
         "sequencer": {"Records": []},
         "sweep": {"source": "aws.events", "detail-type": "Scheduled Event"},
+        "archiver": esm_event(arn, shard["ShardId"], records, system.endpoint.region),
     }
-    for processor in RDSS.processors:
-        lines = invoke(system, processor.name, events[processor.name])
-        logs = [line for line in lines if "level" in line]
-        metrics = [line for line in lines if "_aws" in line]
-        assert lines[-1]["result"] is not None
-        assert logs or processor.name == "sequencer"
-        for log in logs:  # inject_lambda_context: the function and its cold start in every line
-            assert log["service"] == processor.name
-            assert log["function_name"].endswith(processor.name)
-            assert log["cold_start"] is True
-        # capture_cold_start_metric: one ColdStart metric, dimensioned by function and service
-        [cold] = [m for m in metrics if "ColdStart" in m]
-        assert cold["service"] == processor.name
-        assert cold["function_name"].endswith(processor.name)
-        if processor.name == "broker":
-            [moved] = [log for log in logs if log["message"] == "message moved to invalid"]
-            assert moved["level"] == "WARNING"
-            assert moved["errorCode"] == "GENERR004"
-            assert moved["record"] == f"{shard['ShardId']}/{records[0]['SequenceNumber']}"
+    # the archiver writes to the input channel's Direct PUT delivery stream: the endpoint's own here
+    firehose = system.client("firehose")
+    firehose.create_delivery_stream(
+        DeliveryStreamName=system.deployment.delivery_stream("input"),
+        DeliveryStreamType="DirectPut",
+        ExtendedS3DestinationConfiguration={
+            "BucketARN": f"arn:aws:s3:::{system.deployment.bucket('audit')}",
+            "RoleARN": "arn:aws:iam::000000000000:role/rdss-archive",
+            "Prefix": "audit/",
+            "CompressionFormat": "UNCOMPRESSED",
+        },
+    )
+    try:
+        for processor in RDSS.processors:
+            lines = invoke(system, processor.name, events[processor.name])
+            logs = [line for line in lines if "level" in line]
+            metrics = [line for line in lines if "_aws" in line]
+            assert lines[-1]["result"] is not None
+            assert logs or processor.name == "sequencer"
+            for log in logs:  # inject_lambda_context: the function and its cold start in every line
+                assert log["service"] == processor.name
+                assert log["function_name"].endswith(processor.name)
+                assert log["cold_start"] is True
+            # capture_cold_start_metric: one ColdStart metric, dimensioned by function and service
+            [cold] = [m for m in metrics if "ColdStart" in m]
+            assert cold["service"] == processor.name
+            assert cold["function_name"].endswith(processor.name)
+            if processor.name == "archiver":
+                assert lines[-1]["result"] == {"batchItemFailures": []}
+                [archived] = [log for log in logs if log["message"] == "batch archived"]
+                assert (archived["records"], archived["members"], archived["nacked"]) == (1, 1, 0)
+            if processor.name == "broker":
+                [moved] = [log for log in logs if log["message"] == "message moved to invalid"]
+                assert moved["level"] == "WARNING"
+                assert moved["errorCode"] == "GENERR004"
+                assert moved["record"] == f"{shard['ShardId']}/{records[0]['SequenceNumber']}"
+    finally:
+        firehose.delete_delivery_stream(DeliveryStreamName=system.deployment.delivery_stream("input"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import signal
@@ -18,10 +17,12 @@ from typing import Any
 import boto3
 import orjson
 import pytest
+from botocore.exceptions import ClientError
 
 from rdss import archive
 from rdss.local.emulator import Endpoint
-from rdss.local.firehose import FirehoseBridge
+from rdss.local.firehose import STAGING_PREFIX, DeliveryStream, LocalFirehose
+from tests.support import archives
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -139,55 +140,66 @@ def test_checkpoints_survive_a_new_mapping(system: System):
     assert [len(e) for e in second.events] == [2]
 
 
-def test_the_firehose_bridge_writes_gzip_newline_records_under_hour_prefixes(system: System):
-    payloads = publish(system, 30, key="k")
-    s3, kinesis = system.client("s3"), system.client("kinesis")
-    bucket = system.deployment.bucket("audit")
-    bridge = FirehoseBridge(
-        kinesis,
-        s3,
-        stream=system.deployment.stream("metadata"),
-        bucket=bucket,
-        prefix="audit/",
-        delivery_stream="test",
-        buffer_bytes=200,
-        buffer_seconds=3600,
+def delivery_stream(system: System, **settings: Any) -> DeliveryStream:
+    return DeliveryStream(
+        system.client("s3"), name="test", bucket=system.deployment.bucket("audit"), prefix="audit/", **settings
     )
-    bridge.poll()  # 30 records of 10 bytes: over the 200-byte hint, so delivered at once
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+
+
+def members(count: int, start: int = 0) -> list[bytes]:
+    """``count`` Firehose records as the archiver makes them: gzip members of entries."""
+    lines = archives.entries([b"record-%03d" % i for i in range(start, start + count)])
+    return [archive.member([line]) for line in lines]
+
+
+def test_a_local_delivery_stream_delivers_as_firehose_does(system: System):
+    s3, bucket = system.client("s3"), system.deployment.bucket("audit")
+    stream = delivery_stream(system, buffer_bytes=2000, buffer_seconds=3600)
+    firehose = LocalFirehose({"test": stream})
+    records = members(30)
+    answer = firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": r} for r in records[:10]])
+    assert answer["FailedPutCount"] == 0
+    assert len(answer["RequestResponses"]) == 10
+    assert firehose.poll() == 0  # under both hints: buffered
+    firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": r} for r in records[10:]])
+    assert firehose.poll() == 30  # over the size hint: delivered, as one object
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="audit/")["Contents"]]
     assert len(keys) == 1
     assert re.match(
         r"audit/year=\d{4}/month=\d\d/day=\d\d/hour=\d\d/test-1-\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d-[0-9a-f-]{36}\.gz$",
         keys[0],
     )
     body = s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read()
-    assert gzip.decompress(body) == b"".join(p + b"\n" for p in payloads)
+    assert body == b"".join(records)  # concatenated as they came: one gzip object of 30 members
+    assert [e.payload for e in archive.read(body)] == [b"record-%03d" % i for i in range(30)]
     hour = archive.archived_at(keys[0])
     assert hour is not None
     assert abs((datetime.now(UTC) - hour).total_seconds()) < 7200
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=STAGING_PREFIX).get("KeyCount", 0) == 0  # buffer cleared
 
 
-def test_the_firehose_bridge_commits_positions_only_after_delivery(system: System):
-    publish(system, 5, key="k")
-    s3, kinesis = system.client("s3"), system.client("kinesis")
-    bucket = system.deployment.bucket("audit")
-    checkpoints: dict[str, str] = {}
-    kwargs = {
-        "stream": system.deployment.stream("metadata"),
-        "bucket": bucket,
-        "prefix": "audit/",
-        "delivery_stream": "t",
-        "buffer_seconds": 3600,
-        "checkpoints": checkpoints,
-    }
-    crashed = FirehoseBridge(kinesis, s3, **kwargs)
-    crashed.poll()  # buffered, not delivered... and the process dies
-    assert checkpoints == {}
-    survivor = FirehoseBridge(kinesis, s3, **kwargs)
-    survivor.poll()
-    survivor.flush()
-    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
-    assert len(archive.decode(s3.get_object(Bucket=bucket, Key=key)["Body"].read())) == 5
+def test_a_local_delivery_stream_refuses_what_firehose_refuses(system: System):
+    firehose = LocalFirehose({"test": delivery_stream(system)})
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        firehose.put_record_batch(DeliveryStreamName="other", Records=[{"Data": b"x"}])
+    with pytest.raises(ClientError, match="InvalidArgumentException"):
+        firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": b"x"}] * 501)
+    with pytest.raises(ClientError, match="InvalidArgumentException"):
+        firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": b"x" * (1000 * 1024 + 1)}])
+
+
+def test_what_a_delivery_stream_accepted_survives_the_process(system: System):
+    s3, bucket = system.client("s3"), system.deployment.bucket("audit")
+    crashed = delivery_stream(system, buffer_seconds=3600)
+    crashed.put(members(3))
+    crashed.put(members(2, start=3))  # accepted (the caller acknowledged its records)... and the process dies
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="audit/").get("KeyCount", 0) == 0
+    survivor = delivery_stream(system, buffer_seconds=3600)
+    assert survivor.buffered == 5
+    assert survivor.flush() == 5
+    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="audit/")["Contents"]]
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    assert [e.payload for e in archive.read(body)] == [b"record-%03d" % i for i in range(5)]
 
 
 def test_local_demo_follows_the_report_contract(endpoint: Endpoint, tmp_path: Path):
@@ -218,7 +230,8 @@ def test_local_demo_follows_the_report_contract(endpoint: Endpoint, tmp_path: Pa
     assert body["channels"]["input"] == 4
     assert body["channels"]["metadata"] == 1
     assert body["audit"]["objects"] >= 1
-    assert body["audit"]["published"] == 4  # the indented example files span several lines each
+    assert body["audit"]["records"] == 4  # each record once, however many lines its JSON spans
+    assert "published" not in body["audit"]
 
 
 def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
@@ -227,7 +240,7 @@ def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
     env = {**os.environ, "POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     env.pop("AWS_ENDPOINT_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "rdss", "local", "up", "--env", f"u{uuid.uuid4().hex[:6]}"],
+        [sys.executable, "-m", "rdss", "local", "up", "--env", f"u{uuid.uuid4().hex[:6]}", "--state", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**env, "COLUMNS": "200"},

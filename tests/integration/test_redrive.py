@@ -6,6 +6,7 @@ cannot be recovered is reported with why, and the command exits 1."""
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,11 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss import archive
 from rdss.cli import main
-from rdss.local.accounting import Input, account
+from rdss.local.accounting import Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.redrive import Redriver
+from rdss.retry import Backoff
+from rdss.topology import RDSS
 from rdss.workload import Workload
 from tests.support.faults import Proxy, client_error
 
@@ -97,7 +101,7 @@ def test_parked_batches_are_redriven_once_and_a_repeat_routes_nothing_twice(
     assert code == 0, lines
     assert lines[-1] == f"redrove {parked} parked batch(es), {len(stuck)} record(s)"
     runtime.drain()
-    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0}
+    assert runtime.failed_batches() == {"broker": 0, "sequencer": 0, "archiver": 0}
     after = account(runtime, [Input(str(i), [p]) for i, p in enumerate(published)])
     assert after.outcomes() == {"routed": len(messages), "invalid": 1}
     assert max(after.routed_ids.values()) == 1
@@ -120,13 +124,14 @@ def test_parked_batches_are_redriven_once_and_a_repeat_routes_nothing_twice(
     assert (code, lines) == (0, ["no parked batches"])
 
 
-def test_past_the_streams_retention_records_come_from_the_audit_archive(
-    runtime: Runtime, capsys: pytest.CaptureFixture[str]
-):
+def park_and_trim(runtime: Runtime) -> tuple[list[Any], str, list[Any], Redriver]:
+    """Two batches parked (a valid message's and an invalid one's), then trimmed from the
+    stream: only the archive and the repository remain. Returns the messages, the stuck valid
+    messageId, what was published and a Redriver that finds the stream trimmed."""
     workload = Workload(13)
     messages = workload.mix(12)
     invalid = workload.message("MetadataDelete", "Event")
-    invalid["messageHeader"]["messageId"] = "not-a-uuid"  # GENERR010: cannot be matched in the archive
+    invalid["messageHeader"]["messageId"] = "not-a-uuid"  # GENERR010: no messageId to match it by
     wrapper = poison(runtime)
     stuck_valid = messages[3]["messageHeader"]["messageId"]
     wrapper.ids.update({stuck_valid, "not-a-uuid"})
@@ -135,22 +140,61 @@ def test_past_the_streams_retention_records_come_from_the_audit_archive(
     assert runtime.failed_batches()["broker"] == 2
     wrapper.ids.clear()
 
-    # the stream has trimmed the parked records: only the archive and the repository remain
     def trimmed(real: Any, **kwargs: Any) -> Any:
         if kwargs.get("ShardIteratorType") == "AT_SEQUENCE_NUMBER":
             raise client_error("InvalidArgumentException", "GetShardIterator")
         return real(**kwargs)
 
     endpoint = runtime.endpoint
-    kinesis = Proxy(endpoint.client("kinesis"), get_shard_iterator=trimmed)
-    report = Redriver(
+    redriver = Redriver(
         runtime.deployment,
         sqs=endpoint.client("sqs"),
-        kinesis=kinesis,
+        kinesis=Proxy(endpoint.client("kinesis"), get_shard_iterator=trimmed),
         s3=endpoint.client("s3"),
         dynamodb=endpoint.client("dynamodb"),
         wait_seconds=0,
-    ).run()
+    )
+    return messages, stuck_valid, published, redriver
+
+
+def test_past_the_streams_retention_the_archive_gives_each_record_exactly(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str]
+):
+    messages, stuck_valid, published, redriver = park_and_trim(runtime)
+    report = redriver.run()
+    # the archive's entries name their records: each parked range is found whole, the record
+    # with no valid messageId too, and put back as the record it was
+    assert report.ok, report.lines()
+    assert all(b.source == "archive" for b in report.batches)
+    assert sorted(b.records for b in report.batches) == [1, 1]
+    runtime.drain()
+    result = account(runtime, [Input(str(i), [p]) for i, p in enumerate(published)])
+    assert result.outcomes() == {"routed": len(messages), "invalid": 1}
+    assert result.routed_ids[stuck_valid] == 1
+    assert max(result.routed_ids.values()) == 1
+    assert runtime.failed_batches()["broker"] == 0
+    code, lines = redrive(runtime, capsys)
+    assert (code, lines) == (0, ["no parked batches"])
+
+
+def as_legacy(runtime: Runtime) -> int:
+    """Rewrite the audit archive as Firehose wrote it before entries (raw records, one a line)."""
+    s3, bucket = runtime.endpoint.client("s3"), runtime.deployment.bucket("audit")
+    rewritten = 0
+    for item in s3.list_objects_v2(Bucket=bucket, Prefix="audit/").get("Contents", []):
+        entries = archive.read(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
+        body = archive.encode_legacy([entry.payload for entry in archive.unique(entries)])
+        s3.put_object(Bucket=bucket, Key=item["Key"], Body=body)
+        rewritten += 1
+    return rewritten
+
+
+def test_past_the_streams_retention_a_legacy_archive_is_matched_by_messageid(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str]
+):
+    messages, stuck_valid, published, redriver = park_and_trim(runtime)
+    assert as_legacy(runtime) >= 1  # an archive written before entries: bytes, no sequence numbers
+    report = redriver.run()
     assert not report.ok
     assert all(b.source == "archive" for b in report.batches)
     # the unprocessed message is found and put back, but which batch it was in cannot be told,
@@ -254,3 +298,56 @@ def test_a_queue_message_that_is_not_a_pointer_is_reported_and_kept(
 def test_an_unknown_deployment_is_a_usage_error(runtime: Runtime, capsys: pytest.CaptureFixture[str]):
     assert main(["redrive", "--env", f"missing{uuid.uuid4().hex[:6]}"]) == 2
     assert "no on-failure queue" in capsys.readouterr().err
+
+
+def test_the_archivers_parked_batches_are_archived_not_put_back(runtime: Runtime, capsys: pytest.CaptureFixture[str]):
+    """Firehose refused everything for a while: the archiver's mapping parked its batches. Redrive
+    archives them from the stream, each with its identity, through the channel's delivery stream
+    (here the endpoint's own Firehose API) - and puts nothing back on the channel, whose
+    consumers would get the records twice."""
+    endpoint = runtime.endpoint
+    archiver = runtime.handlers["archiver"].app
+    archiver.writer.backoff = Backoff(max_retries=1, base=0.001)
+
+    def unavailable(real: Any, **kwargs: Any) -> Any:
+        raise client_error("ServiceUnavailableException", "PutRecordBatch")
+
+    archiver.writer.client = Proxy(runtime.firehose, put_record_batch=unavailable)
+    payloads = [orjson.dumps(m) for m in Workload(14).mix(8)] + [b"", b"\xff not UTF-8"]
+    published = runtime.publish(payloads)
+    runtime.drain()
+    parked = runtime.failed_batches()["archiver"]
+    assert parked >= 1
+    input_records = len(read_channel(runtime, "input"))
+
+    firehose, s3 = endpoint.client("firehose"), endpoint.client("s3")
+    bucket = runtime.deployment.bucket("audit")
+    names = [runtime.deployment.delivery_stream(c.name) for c in RDSS.archived()]
+    for channel in RDSS.archived():  # the channels' delivery streams, as the stack makes them
+        firehose.create_delivery_stream(
+            DeliveryStreamName=runtime.deployment.delivery_stream(channel.name),
+            DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={
+                "BucketARN": f"arn:aws:s3:::{runtime.deployment.bucket(RDSS.archive_bucket(channel.name))}",
+                "RoleARN": "arn:aws:iam::000000000000:role/rdss-archive",
+                "Prefix": channel.archive,
+                "CompressionFormat": "UNCOMPRESSED",
+            },
+        )
+    try:
+        code, lines = redrive(runtime, capsys, "--processor", "archiver")
+        assert code == 0, lines
+        assert all(line.startswith("archiver: archived") for line in lines[:-1]), lines
+        deadline = time.monotonic() + 120
+        entries: list[archive.Entry] = []
+        while len({e.identity for e in entries}) < len(published):
+            assert time.monotonic() < deadline, f"{len(entries)} entries archived"
+            time.sleep(0.5)
+            keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="audit/").get("Contents", [])]
+            entries = [e for key in keys for e in archive.read(s3.get_object(Bucket=bucket, Key=key)["Body"].read())]
+        assert {e.record: e.payload for e in archive.unique(entries)} == {p.record: p.payload for p in published}
+    finally:
+        for name in names:
+            firehose.delete_delivery_stream(DeliveryStreamName=name)
+    assert runtime.failed_batches()["archiver"] == 0
+    assert len(read_channel(runtime, "input")) == input_records == len(published)  # nothing put back on input

@@ -123,3 +123,13 @@ def test_the_installed_package_reads_its_own_schemas(venv: Path, tmp_path: Path)
     assert package.startswith(site), package  # not the checkout
     assert schemas.startswith(site), schemas
     assert schemas.endswith("rdss/_schemas"), schemas
+
+
+def test_bench_cost_prices_the_environments_the_wheel_carries(venv: Path, wheel: Path, tmp_path: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        assert orjson.loads(archive.read("rdss/_cdk.json")) == orjson.loads((ROOT / "cdk.json").read_bytes())
+    result = checked(run(venv / "bin/rdss", "bench", "cost", "--env", "prod", "--rate", "116", "--json", cwd=tmp_path))
+    bill = orjson.loads(result.stdout)
+    assert bill["env"] == "prod"
+    assert bill["total_usd_per_month"] > 0
+    assert "DynamoDB claims (provisioned writes)" in bill["items"]  # prod's settings, from the wheel's copy

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.archiving import ArchiverApp
 from rdss.broker import Broker
 from rdss.local.accounting import StreamRecord, read_stream, read_stream_records
 from rdss.local.emulator import Endpoint, deprovision, provision
@@ -72,6 +73,10 @@ class System:
         if now is not None:
             kwargs["now"] = now
         return Sequencer(names=self.names, dynamodb=self.client("dynamodb"), s3=self.client("s3"), **kwargs)
+
+    def archiver(self, *, firehose: Any = None) -> ArchiverApp:
+        """The archiver, writing to ``firehose`` (default: the endpoint's Firehose API)."""
+        return ArchiverApp(names=self.names, firehose=firehose or self.client("firehose"), s3=self.client("s3"))
 
     def sweep(self, *, clock: Any, timeout_seconds: float = 3600) -> Sweep:
         return Sweep(

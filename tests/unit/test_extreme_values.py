@@ -46,7 +46,16 @@ def timestamps(draw: st.DrawFn) -> str:
     return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}{zone}"
 
 
-_HUGE = ["9223372036854775808", "-9223372036854775809", "18446744073709551616", "1" + "0" * 400, "1e400", "-1e400"]
+_HUGE = [
+    "9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551616",
+    "1" + "0" * 400,
+    "1e400",
+    "-1e400",
+    "1e4008446744073709551616",
+    "-1E-99999999999999999999",
+]
 NUMBERS = st.sampled_from([*_HUGE, "1.5e308", "1.0", "-0", "0", "22", "1E2", "4294967296"])
 
 
@@ -115,6 +124,14 @@ def _text_mutation(draw: st.DrawFn, payload: bytes) -> bytes:
 
 
 # -- the classifier ------------------------------------------------------------------------------
+def test_a_number_beyond_any_exponent_is_malformed_json_not_a_failure_of_the_classifier() -> None:
+    # Hypothesis found it: RFC 8259 allows any exponent, Python's decimals stop at 10^(10^18)
+    for number in ("1e4008446744073709551616", "-1e4008446744073709551616"):
+        verdict = validate(b'{"messageHeader":{"messageId":' + number.encode() + b"}}")
+        assert verdict.error_code is ErrorCode.GENERR007, verdict
+        assert "beyond any exponent" in verdict.error_description
+
+
 @settings(max_examples=300)
 @given(records())
 def test_the_classifier_gives_every_record_a_verdict(payload: bytes):

@@ -1,0 +1,264 @@
+"""The cost model's arithmetic on a small fixed configuration, against figures worked out by hand;
+its command; and its per-message figures against a fresh measurement."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+
+import orjson
+import pytest
+
+from rdss.bench import broker as broker_bench
+from rdss.bench import cost, cost_peers
+from rdss.bench.cost_measure import item_bytes, measure
+from rdss.bench.cost_settings import FunctionConfig, Lifecycle, Settings, SettingsError, load
+from rdss.bench.prices import PRICES
+from rdss.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
+from rdss.cli import main
+
+GIB = 2**30
+MONTH = 730 * 3600  # seconds
+
+#: Round figures: 1,000-byte messages, all of them metadata ones, no replies.
+FIGURES = Figures(
+    input_bytes=1000,
+    routed_bytes=1100,
+    routed_shares={"metadata": 1.0},
+    reply_share=0.0,
+    decoration_bytes=100,
+    claim_item_bytes=400,
+    claim_write_units=2,
+    ledger_base_bytes=100,
+    ledger_record_bytes=50,
+    reply_read_units=0.5,
+    broker_cpu_per_message=0.001,
+    broker_cpu_per_invocation=0.01,
+    log_bytes_per_invocation=1000,
+    debug_log_bytes_per_message=500,
+    log_compression=0.1,
+    metric_series=4,
+    archive_entry_bytes=1200,
+    archive_gzip_bytes={1: 600, 10: 300},
+    archive_cpu_per_entry=0.0005,
+    curated_bytes=100,
+)
+#: One shard per channel kept 48 hours, batches of 10 every second, a full vCPU, audit kept 45 days.
+SETTINGS = Settings(
+    name="small",
+    rate_per_second=10,
+    headroom=1,
+    stream_mode="provisioned",
+    explicit_shards={"default": 1},
+    stream_retention_hours=48,
+    table_mode="on-demand",
+    target_utilization=0.5,
+    batch_size=10,
+    window_seconds=1,
+    parallelization=1,
+    functions={"default": FunctionConfig(memory_mb=1769, log_level="INFO")},
+    log_days=30,
+    buckets={"audit": Lifecycle(expire_after_days=45)},
+    buffer_seconds=100,
+    buffer_mib=1,
+    glue_workers=1,
+    compaction_schedule=None,
+)
+
+
+def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
+    bill = cost.project(SETTINGS, 10, figures=FIGURES, rejected_share=0.0)
+    # 10 messages/s: a broker invocation each second of 10 records (one slot, a 1 s window)
+    gb = 1769 / 1024
+    expected = {
+        # 7 channels, one shard each; retention past 24 h on all of them
+        "Kinesis shard-hours": 7 * 730 * 0.015,
+        "Kinesis extended retention": 7 * 730 * 0.020,
+        # 10 records/s on input and 10 on metadata, one 25 KB unit each
+        "Kinesis PUT payload units": 20 * MONTH / 1e6 * 0.014,
+        # 2 units a claim, the ledger (100 + 10 x 50 bytes: 1 unit) over 10 records
+        "DynamoDB claims (on-demand writes)": 10 * 2.1 * MONTH / 1e6 * 0.625,
+        "DynamoDB look-ups (on-demand reads)": 0.0,
+        # 8 days of claims (400 + 100 bytes) and ledgers (100 + 500 + 100 bytes), storage + PITR
+        "DynamoDB storage and backups": (10 * 691_200 * 500 + 691_200 * 700) / GIB * (0.25 + 0.20),
+        # broker, archiver 1/s each, the sweep every 300 s
+        "Lambda requests": (1 + 1 + 1 / 300) * MONTH / 1e6 * 0.20,
+        # broker: 0.01 + 10 x 0.001 s of CPU, 3 calls (a transaction, metadata's PutRecords, the
+        # ledger) of 12 ms; archiver: 0.01 + 10 x 0.0005 s, one PutRecordBatch; sweep: 0.01 + 2 calls
+        "Lambda duration": (0.056 + 0.027 + 0.034 / 300) * gb * MONTH * 0.0000133334,
+        "X-Ray traces": (1 + 1 + 1 / 300) * MONTH / 1e6 * 5.00,
+        # one gzip member a second of 10 x 300 bytes, billed as 5,120
+        "Firehose ingestion": 5120 * MONTH / GIB * 0.029,
+        # 3,000 bytes/s, a month's worth kept (the next month's is past 45 days)
+        "S3 archive storage (audit, errors)": 3000 * MONTH / GIB * 0.023,
+        # one object per 100 s buffer: 26,280 a month
+        "S3 requests and lifecycle transitions": 26_280 / 1000 * 0.005,
+        # 100 bytes a message, twelve months kept in Standard
+        "S3 curated storage": 12 * 10 * 100 * MONTH / GIB * 0.023,
+        # 1,000 bytes an invocation
+        "CloudWatch Logs ingestion": (2 + 1 / 300) * 1000 * MONTH / GIB * 0.50,
+        "CloudWatch Logs storage": (2 + 1 / 300) * 1000 * MONTH / GIB * (30 / (365.25 / 12)) * 0.1 * 0.03,
+        # 4 series + 3 cold-start metrics; 2 + 4 + 4 + 3 alarms + the archiver's 4; a dashboard
+        "CloudWatch metrics, alarms and dashboard": 7 * 0.30 + 17 * 0.10 + 3.00,
+        # two keys; 18 clients (shards x (writer + readers), 3 tables) a key each 5 minutes
+        "KMS keys and requests": 2 * 1.00 + 18 * 12 * 730 / 1e4 * 0.03,
+    }
+    assert bill.items == pytest.approx(expected, rel=1e-9)
+    assert bill.total == pytest.approx(sum(expected.values()), rel=1e-9)
+    assert bill.usd_per_million == pytest.approx(sum(expected.values()) / (10 * MONTH) * 1e6, rel=1e-9)
+    assert bill.as_dict()["total_usd_per_month"] == round(sum(expected.values()), 2)
+
+
+def test_provisioned_table_on_demand_streams_and_the_per_record_archive_by_hand() -> None:
+    settings = replace(SETTINGS, stream_mode="on-demand", table_mode="provisioned")
+    bill = cost.project(settings, 10, figures=FIGURES, rejected_share=0.0, archive="per-record")
+    items = bill.items
+    # an on-demand stream starts at four shards: 2.5 records a batch, so 2 units a claim and the
+    # ledger's unit over 2.5 records, 24 write units/s at 50 %: 48 WCU; no reads, but one RCU
+    assert items["DynamoDB claims (provisioned writes)"] == pytest.approx(48 * 730 * 0.00065)
+    assert items["DynamoDB look-ups (provisioned reads)"] == pytest.approx(1 * 730 * 0.00013)
+    assert items["Kinesis on-demand stream-hours"] == pytest.approx(7 * 730 * 0.04)
+    # input: 1,000 bytes rounded to 1 KB; metadata: 1,100 to 2 KB
+    assert items["Kinesis on-demand data in"] == pytest.approx((10 * 1024 + 10 * 2048) * MONTH / GIB * 0.08)
+    # input read twice (broker, archive), metadata once
+    assert items["Kinesis on-demand data out"] == pytest.approx((2 * 10_000 + 11_000) * MONTH / GIB * 0.04)
+    assert items["Kinesis extended retention"] == pytest.approx(21_000 * 24 * 3600 / GIB * 0.10)
+    # each record billed as 5 KB; no archiver function (Firehose reads the streams)
+    assert items["Firehose ingestion"] == pytest.approx(10 * 5120 * MONTH / GIB * 0.029)
+    assert items["Lambda requests"] == pytest.approx((4 + 1 / 300) * MONTH / 1e6 * 0.20)
+
+
+def test_a_peer_by_hand() -> None:
+    bill = cost_peers.peer("sqs-powertools", SETTINGS, 10, figures=FIGURES, rejected_share=0.0)
+    # producers: one request per 10; Lambda's pollers get 2 each (10/s over 5): 5 receives,
+    # 5 batch deletes and 5 sends to metadata a second, 0.25 idle polls; the metadata consumer
+    # receives and deletes in tens; the four other queues' consumers poll idle (0.05/s each)
+    requests = 1 + 5 + 0.25 + 5 + 5 + (2 + 0.05) + 4 * 0.05
+    assert bill.items["SQS requests"] == pytest.approx(requests * MONTH / 1e6 * 0.40)
+    # Powertools: a conditional put and an update per record
+    assert bill.items["DynamoDB idempotency (on-demand writes)"] == pytest.approx(10 * 2 * MONTH / 1e6 * 0.625)
+    # 5 invocations/s of 2 records: 0.012 s of CPU, 2 x 2 + 1 (metadata) + 1 (Firehose) calls
+    seconds = 0.012 + 6 * 0.012
+    assert bill.items["Lambda duration"] == pytest.approx(5 * seconds * 1769 / 1024 * MONTH * 0.0000133334)
+    assert bill.items["Firehose ingestion"] == pytest.approx(10 * 5120 * MONTH / GIB * 0.029)
+
+
+def test_sizing_rules() -> None:
+    # 3.5 MiB/s in needs 4 shards; read by two, 7 MiB/s out needs 4; twice over, 7 (ceil 7.0)
+    load = ChannelLoad(records_per_second=1000, bytes_per_second=3.5 * 2**20, readers=2)
+    assert shards_needed(load) == 4
+    assert shards_needed(load, 2.0) == 7
+    assert shards_needed(ChannelLoad(2500, 1000, 1)) == 3  # records bound
+    assert shards_needed(ChannelLoad(0, 0, 1)) == 1
+    assert records_per_invocation(10, 2, 100, 1) == 5
+    assert records_per_invocation(1000, 2, 100, 1) == 100
+    assert records_per_invocation(0.5, 1, 100, 1) == 1
+    assert records_per_invocation(0, 1, 100, 1) == 0
+
+
+def test_the_models_broker_calls_are_b1s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """B1 (``rdss bench broker --stub-aws``, batches of 1,000) counts the calls the broker makes;
+    the model's count for the same batch and mix is the same (17 per 1,000: within 20)."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    measured = broker_bench.run(2000, batch=1000, stub_aws=True)
+    loads = Traffic(1000, MEASURED, rejected_share=0.0).loads()
+    modelled = cost.broker_calls(loads, 1000, 1000, MEASURED)
+    assert measured.calls_per_1000 == modelled
+    assert modelled <= 20
+
+
+def test_every_price_names_its_source_and_date() -> None:
+    for name, price in PRICES.items():
+        assert price.usd > 0, name
+        assert price.source.startswith("https://aws.amazon.com/"), name
+        assert date.fromisoformat(price.as_of) <= date.today(), name
+
+
+def test_the_targets_of_issue_24_hold_by_the_projects_own_model() -> None:
+    prod = load("prod")
+    at = {rate: cost.project(prod, rate) for rate in (116, 1000)}
+    peers = {name: cost_peers.peer(name, prod, 116) for name in cost_peers.PEERS}
+    assert at[116].total <= 520
+    assert at[116].total < min(p.total for p in peers.values())
+    assert at[1000].total <= 2870
+    assert at[1000].total <= cost_peers.peer("sqs-powertools", prod, 1000).total / 2
+
+
+def test_the_command_prints_the_bill_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "cost", "--env", "prod", "--rate", "116", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed) == {"env", "rate_per_second", "items", "total_usd_per_month", "usd_per_million"}
+    assert printed["env"] == "prod"
+    assert printed["rate_per_second"] == 116
+    assert printed["total_usd_per_month"] == pytest.approx(sum(printed["items"].values()), abs=0.05)
+    assert main(["bench", "cost", "--env", "prod", "--rate", "116", "--peer", "eventbridge", "--json"]) == 0
+    assert "EventBridge events" in json.loads(capsys.readouterr().out)["items"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (["--env", "qa", "--rate", "1"], "unknown environment 'qa'"),
+        (["--env", "dev", "--rate", "0"], "--rate must be above 0"),
+        (["--env", "dev"], "--env and --rate are required"),
+        (["--env", "dev", "--rate", "1", "--config", "/nonexistent/cdk.json"], "no such file"),
+    ],
+)
+def test_a_mistake_is_one_line_and_exit_2(arguments: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "cost", *arguments]) == 2
+    error = capsys.readouterr().err
+    assert says in error
+    assert error.count("\n") == 1
+
+
+def test_the_settings_come_from_the_given_cdk_json(tmp_path: Path) -> None:
+    context = {"rdss": {"defaults": {"functions": {"default": {"memory_mb": 256}}}, "environments": {"x": {}}}}
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": context}))
+    settings = load("x", tmp_path / "cdk.json")
+    assert settings.function("broker") == FunctionConfig(256, "INFO")
+    assert settings.stream_mode == "on-demand"
+    assert settings.stream_retention_hours == 168
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SettingsError, match="no rdss context"):
+        load("x", tmp_path / "bad.json")
+
+
+def test_an_items_size_is_counted_as_dynamodb_counts_it() -> None:
+    item = {"messageId": {"S": "ab"}, "expiresAt": {"N": "1795000000"}, "records": {"SS": ["x", "yz"]}}
+    # names 9 + 9 + 7; values 2, 10 digits -> 5 + 1, 3
+    assert item_bytes(item) == 25 + 2 + 6 + 3
+
+
+@pytest.mark.slow
+def test_the_shipped_figures_are_what_the_project_measures() -> None:
+    """MEASURED is regenerated with ``rdss bench cost --figures --measure`` when the broker, the
+    workload or the logs change; this fails when it was not."""
+    fresh = measure(MEASURED.sample)
+    for name in (
+        "input_bytes",
+        "routed_bytes",
+        "reply_share",
+        "decoration_bytes",
+        "claim_item_bytes",
+        "claim_write_units",
+        "ledger_base_bytes",
+        "ledger_record_bytes",
+        "archive_entry_bytes",
+        "metric_series",
+    ):
+        assert getattr(fresh, name) == pytest.approx(getattr(MEASURED, name), rel=0.01), name
+    assert fresh.routed_shares == pytest.approx(MEASURED.routed_shares, abs=0.005)
+    assert fresh.archive_gzip_bytes == pytest.approx(MEASURED.archive_gzip_bytes, rel=0.02)
+    assert fresh.log_bytes_per_invocation == pytest.approx(MEASURED.log_bytes_per_invocation, rel=0.05)
+    assert fresh.debug_log_bytes_per_message == pytest.approx(MEASURED.debug_log_bytes_per_message, rel=0.05)
+    assert fresh.curated_bytes == pytest.approx(MEASURED.curated_bytes, rel=0.05)
+    # CPU time depends on the machine and its load: the same order of magnitude
+    for name in ("broker_cpu_per_message", "broker_cpu_per_invocation", "archive_cpu_per_entry"):
+        ratio = getattr(fresh, name) / getattr(MEASURED, name)
+        assert 0.2 < ratio < 5, (name, ratio)
+    assert math.isclose(
+        orjson.loads(orjson.dumps(fresh.as_dict()))["archive_gzip_bytes"]["100"], fresh.archive_gzip_bytes[100]
+    )
