@@ -106,7 +106,7 @@ class ClaimChecks(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class S3ClaimChecks:
     """Claim checks in an S3 bucket (the deployment's ``errors`` bucket for the processors)."""
 
@@ -119,7 +119,7 @@ class S3ClaimChecks:
         return {"encoding": "s3", "bucket": self.bucket, "key": key}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class DirectoryClaimChecks:
     """Claim checks as files under a directory of this host (a gateway outside the deployment)."""
 
@@ -134,7 +134,7 @@ class DirectoryClaimChecks:
         return {"encoding": "file", "path": str(path)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class Rejector:
     """The reject path configured for one destination.
 

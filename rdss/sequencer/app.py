@@ -40,6 +40,8 @@ from rdss.validation import validate_message
 
 @dataclass(eq=False)
 class _Part:
+    """One part of a sequence in the batch at hand."""
+
     id: str
     payload: bytes
     #: The stream record's identity (``<shard>/<sequence number>``) and partition key.
