@@ -11,17 +11,17 @@ order, so a message crosses RabbitMQ and back byte for byte, hops and all.)
 tracing can follow a record through the hops that changed it.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: a NamedTuple would compile each string annotation
+# when made. Every processor's cold start defines the records here (rdss.topology says more).
 
 import json
 import os
 import re
 import socket
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -37,8 +37,7 @@ _HOSTNAME = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Hop:
+class Hop(NamedTuple):
     """One entry of messageHistory."""
 
     machine_id: str

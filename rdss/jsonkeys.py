@@ -49,6 +49,8 @@ def has_unique_names(payload: bytes | bytearray | memoryview, parsed: Any) -> bo
 
 @dataclass
 class _Frame:
+    """An object or array being read."""
+
     #: None for an array, else the names seen so far in the object
     names: set[str] | None
     #: the path element of the member or item being read (a name, or an index)

@@ -37,6 +37,7 @@ import orjson
 
 from rdss import __version__, timestamps
 from rdss.display import redact, safe
+from rdss.logfields import message_fields as message_fields  # here too: what loggers outside Lambda use
 from rdss.syslog import FIELDS, LOCAL0, SyslogFormatter, SyslogHandler, render_fields
 
 FORMATS = ("syslog", "json", "text")
@@ -210,23 +211,6 @@ def _syslog_handler(settings: LogSettings, application: str, version: str) -> lo
         return None
     handler.setFormatter(SyslogFormatter(application, version, facility=settings.facility))
     return handler
-
-
-def message_fields(header: Mapping[str, Any], channel: str | None = None, **more: Any) -> dict[str, Any]:
-    """The ``extra`` of a log line about one message: messageId, messageType, messageClass,
-    channel, the sequence position of a part, and ``more`` (e.g. errorCode=...)."""
-    fields: dict[str, Any] = {
-        "messageId": header.get("messageId"),
-        "messageType": header.get("messageType"),
-        "messageClass": header.get("messageClass"),
-    }
-    if channel is not None:
-        fields["channel"] = channel
-    sequence = header.get("messageSequence")
-    if isinstance(sequence, Mapping) and sequence.get("total", 1) != 1:
-        fields.update(sequence=sequence.get("sequence"), position=sequence.get("position"), total=sequence.get("total"))
-    fields.update({k: str(v) for k, v in more.items() if v is not None})
-    return fields
 
 
 class TextFormatter(logging.Formatter):

@@ -8,11 +8,12 @@ route through the one reject path - keeping a record too large to travel decorat
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from rdss import history, timestamps
 from rdss.amgi.batch import BatchApp, kinesis_send
@@ -20,10 +21,12 @@ from rdss.attempts import RecordAttempts, describe, is_transient, record_attempt
 from rdss.errors import ErrorCode
 from rdss.observability import logger
 from rdss.putrecords import MAX_RECORD_DATA
-from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.routing import Router
 from rdss.topology import RDSS, Resolved, Topology, from_environment
+
+if TYPE_CHECKING:  # made on the first rejection: see Processor.rejector
+    from rdss.rejection import Rejector
 
 
 class Processor(BatchApp):
@@ -55,12 +58,20 @@ class Processor(BatchApp):
         self.attempts = RecordAttempts(dynamodb, names.table("messages"), clock=clock)
         self.max_attempts = max_attempts if max_attempts is not None else record_attempts()
         self.router = Router(names, topology)
-        claim_checks = S3ClaimChecks(s3, names.bucket("errors")) if s3 is not None else None
-        self.rejector = Rejector(MAX_RECORD_DATA, claim_checks, now=now)
+        self.s3 = s3
         self.clock = clock
         self.now = now
         #: This processor's machineId in the messageHistory hops it appends.
         self.machine_id = history.processor_id(self.processor, names.environment)
+
+    @functools.cached_property
+    def rejector(self) -> Rejector:
+        """The one reject path, claim checks in the ``errors`` bucket. Made on the first
+        rejection: a batch of valid messages never needs it, and a cold start does not load it."""
+        from rdss.rejection import Rejector, S3ClaimChecks
+
+        claim_checks = S3ClaimChecks(self.s3, self.names.bucket("errors")) if self.s3 is not None else None
+        return Rejector(MAX_RECORD_DATA, claim_checks, now=self.now)
 
     @classmethod
     def from_environment(cls) -> Self:

@@ -53,6 +53,8 @@ class Record:
 
 @dataclass
 class Delivered:
+    """A record Kinesis accepted, and where it went."""
+
     record: Record
     shard_id: str
     sequence_number: str
@@ -60,6 +62,8 @@ class Delivered:
 
 @dataclass
 class Failed:
+    """A record Kinesis refused for good, and why."""
+
     record: Record
     error_code: str
     error_message: str
@@ -69,6 +73,8 @@ class Failed:
 
 @dataclass
 class DeliveryReport:
+    """What one :meth:`PutRecordsBatcher.flush` did with each record."""
+
     delivered: list[Delivered] = field(default_factory=list)
     failed: list[Failed] = field(default_factory=list)
     #: PutRecords calls made (retries included): the unit the data-plane budget counts.

@@ -51,36 +51,19 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rdss import archive
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.repository.dynamodb import LocalDataRepository
-from rdss.repository.entries import RETENTION_SECONDS
+from rdss.repository.entries import RETENTION_SECONDS, redrive_key, redriven_record
 from rdss.retry import Backoff
 from rdss.topology import Deployment
 from rdss.validation import validate
 
 _log = logging.getLogger(__name__)
 
-#: A redriven record's partition key: this prefix, then the identity of the record it repeats.
-REDRIVE_KEY_PREFIX = "rdss-redrive:"
 #: Long enough to fetch and put back one batch; a pointer not finished by then shows again.
 VISIBILITY_SECONDS = 300
 #: Firehose delivers a record up to 15 minutes after it arrived: the archive hours to search.
 _ARCHIVE_LAG = timedelta(hours=1)
 #: Stop trusting "unclaimed" this long before the repository forgets claims.
 _CLAIM_MARGIN = timedelta(hours=1)
-
-
-def redrive_key(record: str) -> str:
-    """The partition key of a record put back in place of ``record`` (``<shardId>/<sequence>``)."""
-    return f"{REDRIVE_KEY_PREFIX}{record}"
-
-
-def redriven_record(partition_key: str) -> str | None:
-    """The identity a redriven record carries in its partition key, or None for any other record."""
-    if partition_key.startswith(REDRIVE_KEY_PREFIX):
-        record = partition_key[len(REDRIVE_KEY_PREFIX) :]
-        shard, _, sequence = record.partition("/")
-        if shard and sequence.isdigit():
-            return record
-    return None
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rdss import decoration, timestamps
 from rdss.errors import ErrorCode
-from rdss.validation import Verdict
+
+if TYPE_CHECKING:  # not at run time: what only rejects by code (the sweep) needs no classifier
+    from rdss.validation import Verdict
 
 #: Where a claim-checked payload goes under a store's root: one folder a day, named by content.
 CLAIM_CHECK_PREFIX = "claim-check"
@@ -104,7 +106,7 @@ class ClaimChecks(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class S3ClaimChecks:
     """Claim checks in an S3 bucket (the deployment's ``errors`` bucket for the processors)."""
 
@@ -117,7 +119,7 @@ class S3ClaimChecks:
         return {"encoding": "s3", "bucket": self.bucket, "key": key}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class DirectoryClaimChecks:
     """Claim checks as files under a directory of this host (a gateway outside the deployment)."""
 
@@ -132,7 +134,7 @@ class DirectoryClaimChecks:
         return {"encoding": "file", "path": str(path)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class Rejector:
     """The reject path configured for one destination.
 
@@ -165,13 +167,13 @@ class Rejector:
             ClaimCheckUnavailable: too large to travel decorated, and no store to keep it in.
             ValueError: ``reason`` is a valid verdict or not one of the spec's codes.
         """
-        if isinstance(reason, Verdict):
+        if isinstance(reason, str):  # an ErrorCode is one too
+            code = ErrorCode(reason)
+        else:
             if reason.error_code is None:
                 raise ValueError("a valid message is not rejected")
             code = reason.error_code
             description = description or reason.error_description
-        else:
-            code = ErrorCode(reason)
         description = description or code.description
         record = decoration.decorate(payload, code, description)
         if self.limit is None or len(record) <= self.limit:

@@ -1,14 +1,16 @@
 """Content-based routing (EIP Content-Based Router) and Return Address resolution."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: a NamedTuple would compile each string annotation
+# when made. Every processor's cold start defines the records here (rdss.topology says more).
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rdss.topology import RDSS, Resolved, Topology
 
 
-@dataclass(frozen=True)
-class Destination:
+class Destination(NamedTuple):
+    """Where a message goes: its channel and that channel's stream."""
+
     channel: str  # logical
     stream: str  # physical
     #: True when a reply went to its default channel because its request's returnAddress was

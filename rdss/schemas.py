@@ -15,10 +15,12 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema_rs
 import orjson
+
+if TYPE_CHECKING:
+    import jsonschema_rs
 
 #: The namespace of every ``$id`` in ``schemas/`` (``.example`` is reserved: never fetched).
 SCHEMA_BASE = "https://schemas.rdss.example/3.0.2/"
@@ -108,6 +110,10 @@ def documents() -> Mapping[str, dict[str, Any]]:
 @functools.cache
 def registry() -> jsonschema_rs.Registry:
     """A registry holding every document of the set under its ``$id``."""
+    # jsonschema-rs (a native module) loads with the first validator compiled, not at import:
+    # a Lambda that never classifies (the sweep) or has not yet met a payload does not pay for it
+    import jsonschema_rs
+
     return jsonschema_rs.Registry([(SCHEMA_BASE + relative, doc) for relative, doc in documents().items()])
 
 
@@ -162,6 +168,8 @@ def _whole_message_validator(body: str) -> jsonschema_rs.Validator:
 
 
 def _compile(schema: dict[str, Any]) -> jsonschema_rs.Validator:
+    import jsonschema_rs  # see registry()
+
     return jsonschema_rs.Draft202012Validator(
         {"$schema": DIALECT, **schema}, registry=registry(), validate_formats=True
     )

@@ -156,6 +156,8 @@ def join(parts: Iterable[Message]) -> Message:
 
 @dataclass
 class _Pending:
+    """A sequence being gathered: its parts so far."""
+
     total: int
     first_seen: float
     parts: dict[int, Message] = field(default_factory=dict)

@@ -6,18 +6,22 @@ it, so the three cannot drift. Names here are logical (``metadata``); :class:`De
 them into physical names for one environment (``rdss-dev-metadata``).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the records below are NamedTuples, which would
+# compile each string annotation (a ForwardRef) when made. Every Lambda function imports this
+# module at its cold start; a NamedTuple costs a fifth of a frozen dataclass to define.
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from types import MappingProxyType
+from typing import Literal, NamedTuple
 
 ChannelKind = Literal["input", "routed", "sequence", "invalid", "error"]
 
+#: An empty mapping no one can fill: the default of a record's mapping field, shared by all.
+_NONE: Mapping[str, str] = MappingProxyType({})
 
-@dataclass(frozen=True)
-class Channel:
+
+class Channel(NamedTuple):
     """A Kinesis stream the system owns."""
 
     name: str
@@ -28,8 +32,7 @@ class Channel:
     archive: str | None = None
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """Content-based routing: a message of this type and class goes to ``channel``.
 
     ``reply`` routes send a Document to the returnAddress its request named (looked up in the
@@ -42,8 +45,7 @@ class Route:
     reply: bool = False
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(NamedTuple):
     """A DynamoDB table (on-demand, encrypted, point-in-time recovery)."""
 
     name: str
@@ -53,16 +55,16 @@ class Table:
     description: str = ""
 
 
-@dataclass(frozen=True)
-class Bucket:
+class Bucket(NamedTuple):
+    """An S3 bucket the system owns."""
+
     name: str
     description: str
     #: Days after which objects expire; None keeps them (subject to the environment's rules).
     expire_after_days: int | None = None
 
 
-@dataclass(frozen=True)
-class Processor:
+class Processor(NamedTuple):
     """A Lambda function and everything it touches (what its role is granted, nothing more)."""
 
     name: str
@@ -84,6 +86,8 @@ class Processor:
 
 @dataclass(frozen=True)
 class Topology:
+    """Everything the system owns, checked for names that refer to nothing."""
+
     channels: tuple[Channel, ...]
     routes: tuple[Route, ...]
     tables: tuple[Table, ...]
@@ -243,15 +247,14 @@ RDSS = Topology(
 )
 
 
-@dataclass(frozen=True)
-class Deployment:
+class Deployment(NamedTuple):
     """Physical names of one environment's resources: ``rdss-<env>-<logical name>``."""
 
     environment: str
     topology: Topology = RDSS
     prefix: str = "rdss"
     #: Overrides for bucket names (S3 names are global; the CDK app may let CloudFormation name them).
-    bucket_names: Mapping[str, str] = field(default_factory=dict)
+    bucket_names: Mapping[str, str] = _NONE
 
     def stream(self, channel: str) -> str:
         self.topology.channel(channel)
@@ -301,8 +304,7 @@ class Deployment:
         return variables
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """Names read back from the environment variables :meth:`Deployment.environment_variables` set."""
 
     streams: Mapping[str, str]
@@ -310,7 +312,7 @@ class Resolved:
     buckets: Mapping[str, str]
     environment: str
     #: channel -> the Firehose delivery stream archiving it
-    delivery_streams: Mapping[str, str] = field(default_factory=dict)
+    delivery_streams: Mapping[str, str] = _NONE
 
     def stream(self, channel: str) -> str:
         return self.streams[channel]

@@ -46,13 +46,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema_rs
 import orjson
 
 from rdss import MAX_MESSAGE_BYTES, jsonkeys, schemas, timestamps
 from rdss.errors import ChannelKind, ErrorCode
+
+if TYPE_CHECKING:  # loaded with the first validator compiled (rdss.schemas.registry)
+    import jsonschema_rs
 
 #: Longest errorDescription produced; instance values quoted in a description are cut to fit.
 MAX_DESCRIPTION = 500
@@ -417,6 +419,8 @@ def _fail(code: ErrorCode, message: dict[str, Any] | None, description: str, is_
 
 
 def _errors(checker: jsonschema_rs.Validator, instance: Any) -> list[jsonschema_rs.ValidationError]:
+    import jsonschema_rs  # loaded already: the checker is one of its validators
+
     try:
         return list(checker.iter_errors(instance))
     except jsonschema_rs.ValidationError as error:

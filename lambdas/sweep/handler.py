@@ -3,7 +3,7 @@
 from typing import Any
 
 from rdss.observability import logger, metrics, tracer
-from rdss.sequencer import Sweep
+from rdss.sequencer.sweep import Sweep
 
 _sweep = Sweep.from_environment()
 

@@ -39,11 +39,12 @@ from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
 from rdss.errors import ErrorCode
 from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher, Record
-from rdss.rejection import Rejector
 from rdss.retry import Backoff
 
 if TYPE_CHECKING:
     import asyncio  # imported with the first batch (see rdss.amgi.server)
+
+    from rdss.rejection import Rejector  # the processors' own; an app that never rejects loads none
 
 _log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ _log = logging.getLogger(__name__)
 _AUTO_FLUSH_RECORDS = 500
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class Rejections:
     """Where a nack with an ``error_code`` moves a record: the stream of each channel kind
     (``{"invalid": "rdss-dev-invalid", "error": "rdss-dev-error"}``) and the reject path that
@@ -63,6 +64,8 @@ class Rejections:
 
 @dataclass
 class _KinesisRecord:
+    """One record of the event, as the app is handed it and as a nack moves it."""
+
     sequence_number: str
     partition_key: str
     data: bytes

@@ -7,8 +7,8 @@ it may ``message.send`` to any address. Servers adapt a transport to this interf
 nothing about applications (STYLE.md).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: a TypedDict turns each string annotation into
+# a ForwardRef, compiling it, when the class is made - at every processor's cold start.
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, NotRequired, TypedDict
 

@@ -75,9 +75,10 @@ class ArchiverApp(BatchApp):
     @classmethod
     def from_environment(cls) -> Self:
         """The archiver as the CDK app (or the local runtime) deployed it."""
-        from rdss.aws import client
+        from rdss.aws import lazy_client
 
-        return cls(names=from_environment(), firehose=client("firehose"), s3=client("s3"))
+        # made when first used, not at import: see rdss.aws.LazyClient
+        return cls(names=from_environment(), firehose=lazy_client("firehose"), s3=lazy_client("s3"))
 
     @tracer.capture_method
     async def handle_batch(self, scope: Any, receive: Receive, send: Send) -> None:

@@ -54,7 +54,7 @@ class Undelivered:
     error_message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a service, not a value
 class ObjectStore:
     """Where a member too large for one Firehose record goes: an object of its own in
     ``bucket``, under ``prefix`` and the hour of delivery, named as Firehose names objects."""

@@ -35,14 +35,12 @@ from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
 from rdss.attempts import describe
 from rdss.errors import ErrorCode
-from rdss.logs import message_fields
+from rdss.logfields import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
-from rdss.redrive import redriven_record
-from rdss.rejection import rejected_key
 from rdss.repository.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
 from rdss.repository.dynamodb import Claim, ClaimOutcome
-from rdss.repository.entries import RECEIVED, record_id, record_key
+from rdss.repository.entries import RECEIVED, record_id, record_key, redriven_record
 from rdss.validation import Verdict, validate
 
 
@@ -277,6 +275,8 @@ class Broker(Processor):
                 item.failure = f"the rejected record could not be kept ({error}); retry"
                 return
             item.outcome = rejection.channel
+            from rdss.rejection import rejected_key  # loaded with the reject path (Processor.rejector)
+
             key = rejected_key(item.partition_key, record_key(item.record))
             item.outputs.append(self.send_to(rejection.channel, rejection.record, key))
             tally.add("code", str(rejection.code))

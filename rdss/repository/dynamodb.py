@@ -83,7 +83,7 @@ class CallCounter:
     calls: int = 0
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: a service, not a value
 class LocalDataRepository:
     """A repository table (the deployment's ``messages``): claims, look-ups and batch ledgers."""
 

@@ -60,6 +60,27 @@ def record_id(shard: str, sequence_number: str) -> str:
     return f"{shard}/{sequence_number}"
 
 
+#: A redriven record's partition key (:mod:`rdss.redrive`): this prefix, then the identity of
+#: the record it repeats. Here, beside the identity, so the broker reads it without loading the
+#: redrive tool.
+REDRIVE_KEY_PREFIX = "rdss-redrive:"
+
+
+def redrive_key(record: str) -> str:
+    """The partition key of a record put back in place of ``record`` (``<shardId>/<sequence>``)."""
+    return f"{REDRIVE_KEY_PREFIX}{record}"
+
+
+def redriven_record(partition_key: str) -> str | None:
+    """The identity a redriven record carries in its partition key, or None for any other record."""
+    if partition_key.startswith(REDRIVE_KEY_PREFIX):
+        record = partition_key[len(REDRIVE_KEY_PREFIX) :]
+        shard, _, sequence = record.partition("/")
+        if shard and sequence.isdigit():
+            return record
+    return None
+
+
 def new_ledger_key() -> str:
     """A fresh batch ledger's key (``ledger#<uuid>``)."""
     return f"{_LEDGER}{uuid.uuid4()}"

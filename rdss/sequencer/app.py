@@ -28,7 +28,7 @@ from rdss import history, timestamps
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
 from rdss.errors import ErrorCode
-from rdss.logs import message_fields
+from rdss.logfields import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.repository.entries import record_id
@@ -40,6 +40,8 @@ from rdss.validation import validate_message
 
 @dataclass(eq=False)
 class _Part:
+    """One part of a sequence in the batch at hand."""
+
     id: str
     payload: bytes
     #: The stream record's identity (``<shard>/<sequence number>``) and partition key.

@@ -5,12 +5,13 @@ which positions arrived (a number set: re-adding a duplicate part changes nothin
 when the first part was seen and when the message expires.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: a NamedTuple would compile each string annotation
+# when made. Every processor's cold start defines the records here (rdss.topology says more).
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rdss.dynamodb import conditional, equal, items
 
@@ -20,8 +21,9 @@ PENDING, COMPLETE, EXPIRED, TIMED_OUT = "PENDING", "COMPLETE", "EXPIRED", "TIMED
 RETENTION_SECONDS = 8 * 24 * 3600
 
 
-@dataclass(frozen=True)
-class Progress:
+class Progress(NamedTuple):
+    """One sequence's progress as the ``sequences`` table records it."""
+
     sequence: str
     total: int
     positions: frozenset[int]
@@ -34,7 +36,7 @@ class Progress:
         return len(self.positions) >= self.total
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)  # compared by identity: a service, not a value
 class SequenceStore:
     """Sequences' progress in the ``sequences`` table, their parts staged in S3."""
 

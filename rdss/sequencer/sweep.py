@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from rdss.errors import ErrorCode
-from rdss.logs import message_fields
+from rdss.logfields import message_fields
 from rdss.observability import Tally, emit_counts, logger
 from rdss.putrecords import MAX_RECORD_DATA, PutRecordsBatcher, Record
 from rdss.rejection import Rejector, S3ClaimChecks

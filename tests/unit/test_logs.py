@@ -117,3 +117,32 @@ def test_message_fields_of_a_part():
         "position": 2,
         "total": 3,
     }
+
+
+def test_in_lambda_the_package_modules_write_the_processors_json_lines():
+    """rdss.observability, imported in a Lambda function, gives the ``rdss`` loggers the
+    processor logger's handler: one JSON line each, its keys and level, the module's name."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, rdss.observability as o\n"
+        "logging.getLogger('rdss.putrecords').warning('gave up', extra={'errorCode': 'GENERR005'})\n"
+        "logging.getLogger('rdss.putrecords').debug('below the level')\n"
+        "o.logger.info('own line')\n"
+    )
+    environment = {
+        **os.environ,
+        "AWS_LAMBDA_FUNCTION_NAME": "rdss-dev-broker",
+        "POWERTOOLS_SERVICE_NAME": "broker",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "AWS_DEFAULT_REGION": "eu-west-2",
+    }
+    done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True)
+    lines = [orjson.loads(line) for line in (done.stdout + done.stderr).splitlines() if line.startswith("{")]
+    assert [(line["level"], line["message"], line["name"]) for line in lines] == [
+        ("WARNING", "gave up", "rdss.putrecords"),
+        ("INFO", "own line", "broker"),
+    ]
+    assert lines[0]["service"] == "broker"
+    assert lines[0]["errorCode"] == "GENERR005"

@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from rdss.local.esm import FailedBatch
-from rdss.redrive import Pointer, redrive_key, redriven_record
+from rdss.redrive import Pointer
+from rdss.repository.entries import redrive_key, redriven_record
 
 # As Lambda writes it to an SQS on-failure destination (AWS documentation's example, abridged).
 LAMBDA_RECORD = {

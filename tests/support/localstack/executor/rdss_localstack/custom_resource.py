@@ -22,6 +22,7 @@ import json
 import os
 import ssl
 import threading
+import time
 import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +41,8 @@ from localstack.services.cloudformation.resource_provider import (
 _DATA_KEYS = "RdssCustomResourceDataKeys"
 #: How long a provider function has to answer (CloudFormation's own limit is an hour).
 RESPONSE_TIMEOUT_SECONDS = config.CFN_PER_RESOURCE_TIMEOUT
+#: How long the end of a provider's invocation is awaited once it has responded (:func:`_await_log`).
+LOG_TIMEOUT_SECONDS = 60.0
 
 
 class Responder:
@@ -181,8 +184,9 @@ class CustomResourceProvider(ResourceProvider[dict[str, Any]]):
         if request_type == "Update":
             event["OldResourceProperties"] = _properties(previous)
         lambda_ = request.aws_client_factory.lambda_
-        lambda_.invoke(FunctionName=token, InvocationType="Event", Payload=json.dumps(event).encode())
+        invoked = lambda_.invoke(FunctionName=token, InvocationType="Event", Payload=json.dumps(event).encode())
         response = responder.wait(request_id, RESPONSE_TIMEOUT_SECONDS)
+        _await_log(request.aws_client_factory.logs, token, invoked["ResponseMetadata"]["RequestId"])
         if response is None:
             return _failed(f"{token} sent no response within {RESPONSE_TIMEOUT_SECONDS} s")
         if response.get("Status") != "SUCCESS":
@@ -195,6 +199,31 @@ class CustomResourceProvider(ResourceProvider[dict[str, Any]]):
         model = {**properties, **data, _DATA_KEYS: sorted(data)}
         model["PhysicalResourceId"] = response.get("PhysicalResourceId") or request_id
         return ProgressEvent(status=OperationStatus.SUCCESS, resource_model=model)
+
+
+def _await_log(logs: Any, function_arn: str, invocation: str, timeout: float = LOG_TIMEOUT_SECONDS) -> bool:
+    """Wait until the invocation ``invocation`` of ``function_arn`` has ended and its log is kept
+    (its ``REPORT`` line is in the function's log group); False if not within ``timeout``.
+
+    CloudFormation goes on as soon as the response is in, and the provider function may well
+    still be running then (it responds before it returns). In Lambda that is harmless; in
+    LocalStack, deleting a function (the stack's next step once its custom resources are
+    deleted) cancels its invocations in flight and drops the log lines not yet stored
+    (``ExecutorEndpoint.shutdown``, ``LogHandler.stop``): the Delete would have run and left no
+    trace in the log group. So the stack goes on once this invocation's log is kept.
+    """
+    group = f"/aws/lambda/{function_arn.split(':')[6]}"
+    report = f"REPORT RequestId: {invocation}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for page in logs.get_paginator("filter_log_events").paginate(logGroupName=group):
+                if any(event["message"].startswith(report) for event in page["events"]):
+                    return True
+        except logs.exceptions.ResourceNotFoundException:
+            pass  # the group is made with the invocation's first log lines
+        time.sleep(0.5)
+    return False
 
 
 def _properties(state: dict[str, Any]) -> dict[str, Any]:
