@@ -312,4 +312,7 @@ def test_a_restart_rebuilds_what_the_emulator_acknowledged_as_it_was(tmp_path: P
     assert after == before
     assert diverged == 0
     assert from_snapshot is (compact_every < 50)
-    assert replayed > 0
+    if compact_every >= 50:
+        assert replayed > 0  # all of it from the journal
+    # (with snapshots every 7 requests the compactor, a background thread, may snapshot after the
+    # last write on a loaded machine: then the journal is empty and the snapshot holds it all)
