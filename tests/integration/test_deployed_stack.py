@@ -31,6 +31,7 @@ import pytest
 from rdss import archive
 from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint
+from rdss.localstate import gateway_url
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.sequences import split
 from rdss.topology import RDSS, Deployment, from_environment
@@ -411,8 +412,9 @@ def parks_a_batch_and_redrives_it(stack: Stack) -> None:
     ids = {m["messageHeader"]["messageId"] for m in published}
     assert not ids & stack.routed_ids()
     environment = {**os.environ, **stack.endpoint.environment()}
+    deployment_url = gateway_url(stack.config.name, stack.endpoint.url, stack.endpoint.region)
     done = subprocess.run(
-        [sys.executable, "-m", "rdss", "redrive", "--env", stack.config.name, "--processor", "broker"],
+        [sys.executable, "-m", "rdss", "redrive", "--url", deployment_url, "--processor", "broker"],
         env=environment,
         capture_output=True,
         text=True,
