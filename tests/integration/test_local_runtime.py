@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -23,6 +20,7 @@ from rdss import archive
 from rdss.local.emulator import Endpoint
 from rdss.local.firehose import STAGING_PREFIX, DeliveryStream, LocalFirehose
 from tests.support import archives
+from tests.support.localup import serving
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -239,28 +237,8 @@ def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
         pytest.skip("`rdss local up` always starts its own embedded moto: run by the moto suite, not per endpoint")
     env = {**os.environ, "POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     env.pop("AWS_ENDPOINT_URL", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rdss", "local", "up", "--env", f"u{uuid.uuid4().hex[:6]}", "--state", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**env, "COLUMNS": "200"},
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read_output() -> None:
-        # read to the end: a pipe nobody reads fills up and blocks the process's next write
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if "Ctrl-C stops" in line:
-                ready.set()
-
-    reader = threading.Thread(target=read_output, daemon=True)
-    reader.start()
-    try:
-        assert ready.wait(60), "".join(lines)
+    argv = [sys.executable, "-m", "rdss", "local", "up", "--env", f"u{uuid.uuid4().hex[:6]}", "--state", str(tmp_path)]
+    with serving(argv, {**env, "COLUMNS": "200"}, ready=60) as lines:
         endpoint = next(
             re.search(r"http://127\.0\.0\.1:\d+", line).group(0) for line in lines if line.startswith("endpoint")
         )
@@ -274,11 +252,6 @@ def test_local_up_serves_until_interrupted(endpoint: Endpoint, tmp_path: Path):
         streams = kinesis.list_streams()["StreamNames"]
         assert sum(name.endswith("-input") for name in streams) == 1
         assert any("export AWS_ENDPOINT_URL=" in line for line in lines)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        # stopping drains the pumps and the embedded server: slow when the machine is loaded
-        assert process.wait(timeout=180) == 0, "".join(lines)
-        reader.join(10)
 
 
 @pytest.mark.slow

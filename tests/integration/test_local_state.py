@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 
 from rdss.local.emulator import Endpoint
 from tests.conftest import EXAMPLES, ROOT
+from tests.support.localup import serving
 
 pytestmark = pytest.mark.integration
 
@@ -53,32 +52,8 @@ def local_up(endpoint: Endpoint, tmp_path: Path) -> Iterator[tuple[dict[str, str
         pytest.skip("`rdss local up` always starts its own embedded moto: run by the moto suite, not per endpoint")
     env = bare_environment(tmp_path)
     state = tmp_path / "state" / "rdss" / "local.json"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rdss", "local", "up", "--vendor", "acme:produces"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read_output() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if "Ctrl-C stops" in line:
-                ready.set()
-
-    reader = threading.Thread(target=read_output, daemon=True)
-    reader.start()
-    try:
-        assert ready.wait(90), "".join(lines)
+    with serving([sys.executable, "-m", "rdss", "local", "up", "--vendor", "acme:produces"], env):
         yield env, state
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=180) == 0, "".join(lines)
-        reader.join(10)
     assert not state.exists(), "the state file outlived its runtime"
 
 

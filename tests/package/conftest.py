@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.localup import serving
 
 #: The extras the documented commands need besides the core: the embedded AWS (local demo, local
 #: up, bench send/broker) and pika (bridge, bench amqp). Not glue: Spark and a JDK are optional,
@@ -132,29 +131,6 @@ def serve(venv: Path, home: Path, *arguments: str) -> Iterator[LocalRuntime]:
     it serves; stop it with SIGTERM (it must exit 0)."""
     env = bare_environment(home)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
-    process = subprocess.Popen(
-        [str(venv / "bin/rdss"), "local", "up", *arguments],
-        cwd=home,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read_output() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if "Ctrl-C stops" in line:
-                ready.set()
-
-    threading.Thread(target=read_output, daemon=True).start()
-    try:
-        assert ready.wait(90), "".join(lines)
+    with serving([str(venv / "bin/rdss"), "local", "up", *arguments], env, cwd=home, stop=120) as lines:
         yield LocalRuntime(env, home, lines)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0, "".join(lines)
-        assert "Traceback" not in "".join(lines), "".join(lines)
+    assert "Traceback" not in "".join(lines), "".join(lines)
