@@ -7,7 +7,6 @@ import copy
 from pathlib import Path
 
 import orjson
-import pika
 import pytest
 
 from rdss.gateway import Gateway
@@ -20,17 +19,6 @@ from tests.amqp.conftest import amqp_url
 from tests.support.rabbitmq import RabbitMQ
 
 pytestmark = pytest.mark.integration
-
-
-def drain(node: RabbitMQ, queue: str) -> list[bytes]:
-    found = []
-    with pika.BlockingConnection(pika.URLParameters(node.url)) as connection:
-        channel = connection.channel()
-        while True:
-            method, _, body = channel.basic_get(queue, auto_ack=True)
-            if method is None:
-                return found
-            found.append(body)
 
 
 def test_a_different_message_under_a_used_id(rabbitmq: RabbitMQ, tmp_path: Path):
@@ -53,7 +41,7 @@ def test_a_different_message_under_a_used_id(rabbitmq: RabbitMQ, tmp_path: Path)
         assert isinstance(transport, AmqpTransport)
         namespace = transport.names.namespace
     assert got == [message_id]  # the resend dropped by the consumer, the other message never delivered
-    [moved] = drain(rabbitmq, f"{namespace}.invalid")
+    [moved] = rabbitmq.drain(f"{namespace}.invalid")
     header = orjson.loads(moved)["messageHeader"]
     assert header["errorCode"] == "GENERR004"
     assert f"messageId: {message_id} was published at " in header["errorDescription"]

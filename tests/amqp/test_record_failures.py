@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pika
 import pytest
 
 from rdss.gateway import Gateway, Received, Receiver
@@ -31,17 +30,6 @@ def collect(receiver: Receiver, idle: float = 1.5) -> list[Received]:
     return got
 
 
-def drain(node: RabbitMQ, queue: str) -> list[bytes]:
-    found = []
-    with pika.BlockingConnection(pika.URLParameters(node.url)) as connection:
-        channel = connection.channel()
-        while True:
-            method, _, body = channel.basic_get(queue, auto_ack=True)
-            if method is None:
-                return found
-            found.append(body)
-
-
 def namespace(gateway: Gateway) -> str:
     transport = gateway.transport
     assert isinstance(transport, AmqpTransport)
@@ -61,12 +49,12 @@ def test_thirty_valid_messages_and_year_zero_timestamps_on_input(rabbitmq: Rabbi
     found = odd_records.placed(
         {
             "metadata": [r.payload for r in delivered],
-            "invalid": drain(rabbitmq, f"{ns}.invalid"),
-            "error": drain(rabbitmq, f"{ns}.error"),
+            "invalid": rabbitmq.drain(f"{ns}.invalid"),
+            "error": rabbitmq.drain(f"{ns}.error"),
         }
     )
     assert found == odd_records.expected(valid, odd)
-    assert drain(rabbitmq, f"{ns}.dead_letter") == []
+    assert rabbitmq.drain(f"{ns}.dead_letter") == []
 
 
 def test_a_record_whose_receiving_raises_is_moved_after_its_attempts(rabbitmq: RabbitMQ, tmp_path: Path):
@@ -94,8 +82,8 @@ def test_a_record_whose_receiving_raises_is_moved_after_its_attempts(rabbitmq: R
         m["messageHeader"]["messageId"] for i, m in enumerate(messages) if i != 1
     )
     assert calls.count(poison) == 3
-    [moved] = drain(rabbitmq, f"{ns}.error")
+    [moved] = rabbitmq.drain(f"{ns}.error")
     header = orjson.loads(moved)["messageHeader"]
     assert header["errorCode"] == "GENERR009"
     assert "ValueError: the selector cannot read this header" in header["errorDescription"]
-    assert drain(rabbitmq, f"{ns}.dead_letter") == []
+    assert rabbitmq.drain(f"{ns}.dead_letter") == []

@@ -171,6 +171,17 @@ class RabbitMQ:
             raise RuntimeError(f"rabbitmqctl {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
         return result.stdout
 
+    def drain(self, queue: str) -> list[bytes]:
+        """Every message on ``queue`` now, taken off it (acknowledged), in order."""
+        found: list[bytes] = []
+        with pika.BlockingConnection(pika.URLParameters(self.url)) as connection:
+            channel = connection.channel()
+            while True:
+                method, _, body = channel.basic_get(queue, auto_ack=True)
+                if method is None:
+                    return found
+                found.append(body)
+
     def queue_depths(self) -> dict[str, int]:
         """Messages ready in each queue of the default virtual host."""
         out = self.ctl("list_queues", "-q", "--no-table-headers", "name", "messages_ready")
