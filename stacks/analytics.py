@@ -17,7 +17,7 @@ from constructs import Construct
 from rdss.topology import Deployment, Topology
 from stacks.archives import archive_bucket_of
 from stacks.catalog import Catalog, TableLocation
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, removal_policy
 from stacks.dependencies import drop_referenced_dependency
 from stacks.encryption import DataKey
 from stacks.jobs import GLUE_JAR, GLUE_JOBS, Access, GlueJob, GlueSecurity, JobSpec
@@ -62,7 +62,7 @@ class Analytics(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         topology = deployment.topology
-        removal = config.cdk_removal_policy
+        removal = removal_policy(config)
         prefix = f"{deployment.prefix}-{config.name}"
         settings = config.analytics
 

@@ -20,8 +20,9 @@ def build(app: cdk.App, environment: str | None = None) -> RdssStack:
     context = app.node.try_get_context(CONTEXT_KEY)
     if context is None:
         raise ConfigError(f"no {CONTEXT_KEY!r} context: run from the repository root, where cdk.json is")
-    if not name:
-        raise ConfigError(f"choose an environment with -c env=<name>: one of {sorted(context.get('environments', {}))}")
+    if not name or name not in context.get("environments", {}):
+        unknown = f"unknown environment {name!r}; choose" if name else "choose an environment:"
+        raise ConfigError(f"{unknown} one of {sorted(context.get('environments', {}))} with -c env=<name>")
     config = load(
         context,
         name,

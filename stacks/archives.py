@@ -11,7 +11,7 @@ from constructs import Construct
 
 from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
 from rdss.topology import Channel, Deployment, Topology
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, log_retention, removal_policy
 from stacks.nag import NIST, Acknowledgements, acknowledge
 
 
@@ -54,9 +54,9 @@ class ChannelArchive(Construct):
         self.log_group = logs.LogGroup(
             self,
             "DeliveryLogs",
-            retention=config.log_retention,
+            retention=log_retention(config),
             encryption_key=key,
-            removal_policy=config.cdk_removal_policy,
+            removal_policy=removal_policy(config),
         )
         destination = firehose.S3Bucket(
             bucket,

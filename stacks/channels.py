@@ -8,7 +8,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from rdss.topology import Deployment
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, removal_policy
 from stacks.nag import acknowledge
 
 
@@ -35,7 +35,7 @@ class Channels(Construct):
                 retention_period=cdk.Duration.hours(config.stream_retention_hours),
                 stream_mode=kinesis.StreamMode.ON_DEMAND if capacity.on_demand else kinesis.StreamMode.PROVISIONED,
                 shard_count=None if capacity.on_demand else shards[channel.name],
-                removal_policy=config.cdk_removal_policy,
+                removal_policy=removal_policy(config),
             )
             acknowledge(
                 stream,

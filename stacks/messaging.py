@@ -15,7 +15,7 @@ from constructs import Construct
 from rdss.topology import RDSS, Deployment, Topology
 from stacks.archives import ChannelArchive, archive_bucket_of
 from stacks.channels import Channels
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, removal_policy
 from stacks.encryption import DataKey
 from stacks.monitoring import Monitoring
 from stacks.processors import ProcessorFunction
@@ -31,7 +31,7 @@ class Messaging(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
-        removal = config.cdk_removal_policy
+        removal = removal_policy(config)
         naming = Deployment(config.name, topology)
         self.prefix = f"{naming.prefix}-{config.name}"
 

@@ -31,7 +31,7 @@ from constructs import Construct
 from rdss.observability import NAMESPACE
 from rdss.topology import RDSS, Processor, Topology
 from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, handler_location, processor_code
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, log_retention, removal_policy
 from stacks.dependencies import drop_referenced_dependency
 from stacks.monitoring import Monitoring
 from stacks.nag import NIST, SERVERLESS, Acknowledgements, acknowledge, iam5, resource_wildcard, skip_checkov
@@ -83,9 +83,9 @@ class ProcessorFunction(Construct):
             self,
             "Logs",
             log_group_name=f"/aws/lambda/{function_name}",
-            retention=config.log_retention,
+            retention=log_retention(config),
             encryption_key=key,
-            removal_policy=config.cdk_removal_policy,
+            removal_policy=removal_policy(config),
         )
         # An explicit role, so the function gets no AWSLambdaBasicExecutionRole: it may write to
         # its own log group and nothing else the grants below do not name.
@@ -109,7 +109,7 @@ class ProcessorFunction(Construct):
             data_key_reuse=cdk.Duration.hours(1),
             enforce_ssl=True,
             retention_period=cdk.Duration.days(config.retention.dlq_days),
-            removal_policy=config.cdk_removal_policy,
+            removal_policy=removal_policy(config),
         )
 
         self.function = lambda_.Function(

@@ -12,7 +12,7 @@ from constructs import Construct
 
 from rdss.topology import RDSS, Topology
 from stacks.analytics import Analytics
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, cdk_environment
 from stacks.messaging import Messaging
 from stacks.vendors import Vendors
 
@@ -27,7 +27,7 @@ class RdssStack(cdk.Stack):
             scope,
             construct_id,
             stack_name=f"rdss-{config.name}",
-            env=config.env,
+            env=cdk_environment(config),
             termination_protection=config.termination_protection,
             description=f"RDSS Message API 3.0.2 ({config.name}): channels, processors, state, archives, analytics",
         )

@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from rdss.topology import Deployment
-from stacks.config import EnvironmentConfig
+from stacks.config import EnvironmentConfig, removal_policy
 from stacks.nag import NIST, acknowledge
 
 #: The table whose capacity ``table_capacity`` sets: the broker's claims, one write per message.
@@ -54,7 +54,7 @@ class StateTables(Construct):
                     point_in_time_recovery_enabled=True
                 ),
                 time_to_live_attribute=spec.ttl_attribute,
-                removal_policy=config.cdk_removal_policy,
+                removal_policy=removal_policy(config),
                 deletion_protection=config.retains_data,
             )
             if provisioned:

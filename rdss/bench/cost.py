@@ -1,6 +1,6 @@
 """``rdss bench cost``: what a deployment costs a month at a steady rate, item by item.
 
-The bill is computed from the environment's ``cdk.json`` settings (:mod:`rdss.bench.cost_settings`:
+The bill is computed from the environment's ``cdk.json`` settings (:mod:`rdss.settings`, as the CDK app reads them:
 stream and table capacity, retention, batch size, memory, log level, lifecycle rules, Glue
 workers), the per-message figures the project measures (:mod:`rdss.capacity`,
 ``--measure``), the list prices of :mod:`rdss.bench.prices` and the rules of
@@ -34,7 +34,6 @@ from rdss.bench.cost_rules import (
     s3_storage,
     shard_hours,
 )
-from rdss.bench.cost_settings import Settings
 from rdss.bench.prices import GB, MONTH_HOURS, usd
 from rdss.capacity import (
     MEASURED,
@@ -48,6 +47,7 @@ from rdss.capacity import (
     shards_needed,
 )
 from rdss.repository.entries import RETENTION_SECONDS
+from rdss.settings import EnvironmentConfig
 from rdss.topology import RDSS, Topology
 
 Archive = Literal["batched", "per-record"]
@@ -74,7 +74,7 @@ LOOKUPS_PER_CALL = 100
 
 
 def project(
-    settings: Settings,
+    settings: EnvironmentConfig,
     rate_per_second: float,
     *,
     figures: Figures = MEASURED,
@@ -87,21 +87,24 @@ def project(
     if settings.stream_retention_hours > EXTENDED_RETENTION_HOURS:
         raise ValueError(f"{settings.name}: retention over {EXTENDED_RETENTION_HOURS} h is not priced by the model")
     bill = Bill(settings.name, rate_per_second)
-    traffic = Traffic(rate_per_second, figures, rejected_share, consumers=settings.consumers)
+    traffic = Traffic(rate_per_second, figures, rejected_share, consumers=settings.consumer_groups())
     loads = traffic.loads(topology)
-    plan = settings.plan(rate_per_second)
+    plan = settings.capacity_at(rate_per_second)
     shards = {}
     for name, load in loads.items():
         # an on-demand stream starts at 4 MiB/s in (four shards) and grows with its peak
-        floor = ON_DEMAND_SHARDS if settings.stream_mode == "on-demand" else 1
+        floor = ON_DEMAND_SHARDS if settings.stream_capacity.mode == "on-demand" else 1
         shards[name] = max(plan.shards[name], shards_needed(load), floor)
-        if shards[name] > plan.shards[name] and settings.stream_mode == "provisioned":
+        if shards[name] > plan.shards[name] and settings.stream_capacity.mode == "provisioned":
             bill.notes.append(
                 f"{name}: {plan.shards[name]} shard(s) in cdk.json cannot carry this rate; priced at {shards[name]}"
             )
     _kinesis(bill, settings, loads, shards)
     per_invocation = records_per_invocation(
-        rate_per_second, shards["input"] * settings.parallelization, settings.batch_size, settings.window_seconds
+        rate_per_second,
+        shards["input"] * settings.event_source.parallelization_factor,
+        settings.event_source.batch_size,
+        settings.event_source.max_batching_window_seconds,
     )
     _claims(bill, settings, rate_per_second, per_invocation, figures)
     functions = {"broker": _broker(settings, rate_per_second, per_invocation, loads, figures)}
@@ -119,7 +122,7 @@ def project(
     archive_items(bill, settings, archived, shards, figures, archive)
     curated_items(bill, settings, rate_per_second, figures)
     log_bytes = sum(f.invocations_per_second * f.log_bytes for f in functions.values())
-    log_items(bill, log_bytes, log_days=settings.log_days, compression=figures.log_compression)
+    log_items(bill, log_bytes, log_days=settings.retention.log_days, compression=figures.log_compression)
     alarms = alarm_count(topology) + (4 if archive == "batched" and not _has(topology, "archiver") else 0)
     metrics = figures.metric_series + len(functions)  # and each function's cold-start metric
     bill.add(
@@ -145,13 +148,13 @@ def _has(topology: Topology, processor: str) -> bool:
     return any(p.name == processor for p in topology.processors)
 
 
-def _memory(settings: Settings, processor: str) -> int:
+def _memory(settings: EnvironmentConfig, processor: str) -> int:
     return settings.function(processor).memory_mb
 
 
-def _kinesis(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], shards: dict[str, int]) -> None:
+def _kinesis(bill: Bill, settings: EnvironmentConfig, loads: dict[str, ChannelLoad], shards: dict[str, int]) -> None:
     extended = max(0, settings.stream_retention_hours - BASE_RETENTION_HOURS)
-    if settings.stream_mode == "provisioned":
+    if settings.stream_capacity.mode == "provisioned":
         total = sum(shards.values())
         bill.add("Kinesis shard-hours", shard_hours(total) * usd("kinesis.shard_hour"))
         if extended:
@@ -169,13 +172,13 @@ def _kinesis(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], shar
         bill.add("Kinesis extended retention", held * usd("kinesis.on_demand_extended_retention"))
 
 
-def _claims(bill: Bill, settings: Settings, rate: float, per_invocation: float, figures: Figures) -> None:
+def _claims(bill: Bill, settings: EnvironmentConfig, rate: float, per_invocation: float, figures: Figures) -> None:
     """The messages table: one claim per message (and the batch ledger), look-ups for replies."""
     writes = rate * figures.claim_write_units_per_message(per_invocation) if rate else 0.0
     reads = rate * figures.reply_share * figures.reply_read_units
-    if settings.table_mode == "provisioned":
-        wcu = provisioned_units(writes, settings.target_utilization)
-        rcu = provisioned_units(reads, settings.target_utilization)
+    if settings.table_capacity.mode == "provisioned":
+        wcu = provisioned_units(writes, settings.table_capacity.target_utilization)
+        rcu = provisioned_units(reads, settings.table_capacity.target_utilization)
         bill.add("DynamoDB claims (provisioned writes)", wcu * MONTH_HOURS * usd("dynamodb.wcu_hour"))
         bill.add("DynamoDB look-ups (provisioned reads)", rcu * MONTH_HOURS * usd("dynamodb.rcu_hour"))
     else:
@@ -188,7 +191,9 @@ def _claims(bill: Bill, settings: Settings, rate: float, per_invocation: float, 
     bill.add("DynamoDB storage and backups", stored * (usd("dynamodb.storage") + usd("dynamodb.pitr")))
 
 
-def _broker(settings: Settings, rate: float, n: float, loads: dict[str, ChannelLoad], figures: Figures) -> Function:
+def _broker(
+    settings: EnvironmentConfig, rate: float, n: float, loads: dict[str, ChannelLoad], figures: Figures
+) -> Function:
     """The broker: claims (100 a transaction), one PutRecords per channel the batch reaches, a
     look-up when it holds a reply, the ledger."""
     if not rate:
@@ -208,14 +213,17 @@ def broker_calls(loads: dict[str, ChannelLoad], rate: float, n: float, figures: 
     return math.ceil(n / TRANSACTION_ITEMS) + destinations(loads, rate, n) + lookups + 1
 
 
-def _archive_batches(settings: Settings, load: ChannelLoad, shards: int) -> float:
+def _archive_batches(settings: EnvironmentConfig, load: ChannelLoad, shards: int) -> float:
     return records_per_invocation(
-        load.records_per_second, shards * settings.parallelization, settings.batch_size, settings.window_seconds
+        load.records_per_second,
+        shards * settings.event_source.parallelization_factor,
+        settings.event_source.batch_size,
+        settings.event_source.max_batching_window_seconds,
     )
 
 
 def _archiver(
-    settings: Settings, archived: dict[str, ChannelLoad], shards: dict[str, int], figures: Figures
+    settings: EnvironmentConfig, archived: dict[str, ChannelLoad], shards: dict[str, int], figures: Figures
 ) -> Function:
     """One invocation per batch of each archived stream: frame, gzip, one PutRecordBatch."""
     invocations = cpu = 0.0
@@ -233,7 +241,7 @@ def _archiver(
 
 def archive_items(
     bill: Bill,
-    settings: Settings,
+    settings: EnvironmentConfig,
     archived: dict[str, ChannelLoad],
     shards: dict[str, int],
     figures: Figures,
@@ -255,7 +263,7 @@ def archive_items(
             ratio = figures.gzip_bytes_per_entry(1000) / figures.archive_entry_bytes
             written = load.bytes_per_second * ratio
         bucket = "audit" if name == "input" else "errors"
-        objects = firehose_objects(written, settings.buffer_seconds, settings.buffer_mib)
+        objects = firehose_objects(written, settings.archive.buffer_seconds, settings.archive.buffer_mib)
         previous = by_bucket.get(bucket, (0.0, 0.0))
         by_bucket[bucket] = (previous[0] + per_month(written), previous[1] + objects)
         puts += objects
@@ -268,18 +276,18 @@ def archive_items(
     bill.add("S3 requests and lifecycle transitions", puts / 1000 * usd("s3.put_requests") + transitions)
 
 
-def curated_items(bill: Bill, settings: Settings, rate: float, figures: Figures) -> None:
+def curated_items(bill: Bill, settings: EnvironmentConfig, rate: float, figures: Figures) -> None:
     """The compaction job's Parquet (one object per day and message type: few requests)."""
     monthly = per_month(rate) * figures.curated_bytes
     held, moved = s3_storage(monthly, 30 * 8, settings.lifecycle("curated"))
     bill.add("S3 curated storage", held + moved)
 
 
-def glue_items(bill: Bill, settings: Settings, rate: float) -> None:
+def glue_items(bill: Bill, settings: EnvironmentConfig, rate: float) -> None:
     """The daily compaction and report (only where a schedule is configured)."""
-    if not settings.compaction_schedule:
+    if not settings.analytics.compaction_schedule:
         return
-    workers = settings.glue_workers
+    workers = settings.analytics.glue_workers
     seconds = GLUE_START_SECONDS + rate * 86_400 / (workers * GLUE_RECORDS_PER_WORKER_SECOND)
     dpu_hours = workers * max(seconds, 60) / 3600 * GLUE_JOBS_PER_RUN * 365.25 / 12
     bill.add("Glue jobs", dpu_hours * usd("glue.dpu_hour"))

@@ -41,10 +41,10 @@ from rdss.bench.cost_rules import (
     per_month,
     s3_storage,
 )
-from rdss.bench.cost_settings import Settings
 from rdss.bench.prices import GB, MONTH_HOURS, usd
 from rdss.capacity import MEASURED, REJECTED_SHARE, ChannelLoad, Figures, Traffic, records_per_invocation
 from rdss.repository.entries import RETENTION_SECONDS
+from rdss.settings import EnvironmentConfig
 
 Peer = Literal["sqs-powertools", "eventbridge", "msk-serverless"]
 PEERS: tuple[Peer, ...] = ("sqs-powertools", "eventbridge", "msk-serverless")
@@ -67,7 +67,7 @@ VPC_ZONES = 2
 
 def peer(
     name: Peer,
-    settings: Settings,
+    settings: EnvironmentConfig,
     rate_per_second: float,
     *,
     figures: Figures = MEASURED,
@@ -75,7 +75,7 @@ def peer(
 ) -> Bill:
     """The bill of peer ``name`` for ``settings`` at ``rate_per_second`` (``rejected_share`` of
     the messages invalid)."""
-    builders: dict[str, Callable[[Bill, Settings, dict[str, ChannelLoad], Figures], None]] = {
+    builders: dict[str, Callable[[Bill, EnvironmentConfig, dict[str, ChannelLoad], Figures], None]] = {
         "sqs-powertools": _sqs_powertools,
         "eventbridge": _eventbridge,
         "msk-serverless": _msk_serverless,
@@ -83,13 +83,13 @@ def peer(
     if name not in builders:
         raise ValueError(f"unknown peer {name!r}; choose one of {', '.join(PEERS)}")
     bill = Bill(settings.name, rate_per_second)
-    loads = Traffic(rate_per_second, figures, rejected_share, consumers=settings.consumers).loads()
+    loads = Traffic(rate_per_second, figures, rejected_share, consumers=settings.consumer_groups()).loads()
     builders[name](bill, settings, loads, figures)
     return bill
 
 
 def _function(
-    settings: Settings, rate: float, n: float, loads: dict[str, ChannelLoad], figures: Figures, sends: float
+    settings: EnvironmentConfig, rate: float, n: float, loads: dict[str, ChannelLoad], figures: Figures, sends: float
 ) -> Function:
     """The validating, de-duplicating function: the broker's CPU, Powertools' two calls per
     record, ``sends`` calls per invocation to pass records on."""
@@ -106,6 +106,16 @@ def _idempotency(bill: Bill, rate: float, figures: Figures) -> None:
     bill.add("DynamoDB idempotency (on-demand writes)", per_month(writes) / 1e6 * usd("dynamodb.write_request_units"))
     stored = rate * RETENTION_SECONDS * (figures.claim_item_bytes + ITEM_OVERHEAD_BYTES) / GB
     bill.add("DynamoDB storage and backups", stored * (usd("dynamodb.storage") + usd("dynamodb.pitr")))
+
+
+def _router_items(bill: Bill, settings: EnvironmentConfig, function: Function, rate: float, figures: Figures) -> None:
+    """What every peer runs alike: its one validating, de-duplicating function (invocations,
+    Powertools' idempotency table, logs), and the function's metrics and alarms."""
+    _idempotency(bill, rate, figures)
+    lambda_items(bill, {"router": function})
+    log_bytes = function.invocations_per_second * function.log_bytes
+    log_items(bill, log_bytes, log_days=settings.retention.log_days, compression=figures.log_compression)
+    _monitoring(bill, 1, 6, figures)
 
 
 def _sqs_batch_requests(records_per_second: float, record_bytes: float, batch: float) -> float:
@@ -141,7 +151,7 @@ def _sqs_batch(rate: float) -> float:
 
 
 def _queue_fed_function(
-    settings: Settings, rate: float, figures: Figures, loads: dict[str, ChannelLoad], sends: float
+    settings: EnvironmentConfig, rate: float, figures: Figures, loads: dict[str, ChannelLoad], sends: float
 ) -> tuple[Function, float]:
     """The function reading the input queue; returns it and its SQS requests per second."""
     n = _sqs_batch(rate)
@@ -150,7 +160,7 @@ def _queue_fed_function(
     return function, receive + (rate / n if n else 0.0)  # receives and batch deletes
 
 
-def _sqs_powertools(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], figures: Figures) -> None:
+def _sqs_powertools(bill: Bill, settings: EnvironmentConfig, loads: dict[str, ChannelLoad], figures: Figures) -> None:
     rate = loads["input"].records_per_second
     n = _sqs_batch(rate)
     reached = destinations(loads, rate, n, per_call=SQS_BATCH)
@@ -159,23 +169,15 @@ def _sqs_powertools(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad
     route = (rate / n) * reached if n else 0.0
     requests = produce + polling + route + _sqs_consumers(loads)
     bill.add("SQS requests", per_month(requests) / 1e6 * usd("sqs.requests"))
-    _idempotency(bill, rate, figures)
-    lambda_items(bill, {"router": function})
+    _router_items(bill, settings, function, rate, figures)
     archived = {c: loads[c] for c in ("input", "invalid", "error")}
     archive_items(bill, settings, archived, {}, figures, "per-record")
     curated_items(bill, settings, rate, figures)
-    log_items(
-        bill,
-        function.invocations_per_second * function.log_bytes,
-        log_days=settings.log_days,
-        compression=figures.log_compression,
-    )
-    _monitoring(bill, 1, 6, figures)
     bill.add("KMS keys and requests", usd("kms.keys"))
     glue_items(bill, settings, rate)
 
 
-def _eventbridge(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], figures: Figures) -> None:
+def _eventbridge(bill: Bill, settings: EnvironmentConfig, loads: dict[str, ChannelLoad], figures: Figures) -> None:
     rate = loads["input"].records_per_second
     chunks = math.ceil(figures.input_bytes / EVENT_CHUNK)
     valid = rate - loads["invalid"].records_per_second
@@ -191,24 +193,16 @@ def _eventbridge(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], 
     # EventBridge sends each event to its target queue one message at a time
     delivered = rate + valid
     bill.add("SQS requests", per_month(delivered + polling + _sqs_consumers(loads)) / 1e6 * usd("sqs.requests"))
-    _idempotency(bill, rate, figures)
-    lambda_items(bill, {"router": function})
+    _router_items(bill, settings, function, rate, figures)
     errors = {c: loads[c] for c in ("invalid", "error")}
     archive_items(bill, settings, errors, {}, figures, "per-record")
-    log_items(
-        bill,
-        function.invocations_per_second * function.log_bytes,
-        log_days=settings.log_days,
-        compression=figures.log_compression,
-    )
-    _monitoring(bill, 1, 6, figures)
     bill.add("KMS keys and requests", usd("kms.keys"))
 
 
-def _msk_serverless(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad], figures: Figures) -> None:
+def _msk_serverless(bill: Bill, settings: EnvironmentConfig, loads: dict[str, ChannelLoad], figures: Figures) -> None:
     rate = loads["input"].records_per_second
-    plan = settings.plan(rate)
-    partitions = {c: max(1, plan.shards[c] * settings.parallelization) for c in loads}
+    plan = settings.capacity_at(rate)
+    partitions = {c: max(1, plan.shards[c] * settings.event_source.parallelization_factor) for c in loads}
     bill.add("MSK Serverless cluster-hours", MONTH_HOURS * usd("msk_serverless.cluster_hour"))
     bill.add(
         "MSK Serverless partition-hours", sum(partitions.values()) * MONTH_HOURS * usd("msk_serverless.partition_hour")
@@ -220,27 +214,23 @@ def _msk_serverless(bill: Bill, settings: Settings, loads: dict[str, ChannelLoad
     bill.add("MSK Serverless data out", per_month(read) / GB * usd("msk_serverless.data_out"))
     held = written * settings.stream_retention_hours * 3600 / GB
     bill.add("MSK Serverless storage", held * usd("msk_serverless.storage"))
-    n = records_per_invocation(rate, partitions["input"], settings.batch_size, settings.window_seconds)
+    n = records_per_invocation(
+        rate, partitions["input"], settings.event_source.batch_size, settings.event_source.max_batching_window_seconds
+    )
     function = _function(settings, rate, n, loads, figures, destinations(loads, rate, n))
-    _idempotency(bill, rate, figures)
-    lambda_items(bill, {"router": function})
+    _router_items(bill, settings, function, rate, figures)
     bill.add("VPC interface endpoints", VPC_ENDPOINTS * VPC_ZONES * MONTH_HOURS * usd("vpc.interface_endpoint_hour"))
     archived = sum(loads[c].bytes_per_second for c in ("input", "invalid", "error"))
     bill.add("Firehose ingestion (MSK source)", per_month(archived) / GB * usd("firehose.msk_ingestion"))
     ratio = figures.gzip_bytes_per_entry(1000) / figures.archive_entry_bytes
     monthly = per_month(loads["input"].bytes_per_second) * ratio
-    storage, transitions = s3_storage(monthly, per_month(1 / settings.buffer_seconds), settings.lifecycle("audit"))
+    storage, transitions = s3_storage(
+        monthly, per_month(1 / settings.archive.buffer_seconds), settings.lifecycle("audit")
+    )
     bill.add("S3 archive storage (audit, errors)", storage)
     bill.add(
         "S3 requests and lifecycle transitions",
-        transitions + per_month(3 / settings.buffer_seconds) / 1000 * usd("s3.put_requests"),
+        transitions + per_month(3 / settings.archive.buffer_seconds) / 1000 * usd("s3.put_requests"),
     )
     curated_items(bill, settings, rate, figures)
-    log_items(
-        bill,
-        function.invocations_per_second * function.log_bytes,
-        log_days=settings.log_days,
-        compression=figures.log_compression,
-    )
-    _monitoring(bill, 1, 6, figures)
     glue_items(bill, settings, rate)

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdss.bench.cost_settings import Lifecycle
 from rdss.bench.prices import GB, MONTH_HOURS, MONTH_SECONDS, usd
+from rdss.settings import BucketLifecycle
 
 #: The month a bill is for: storage holds this many months of archives.
 MONTH = 12
@@ -120,7 +120,7 @@ _TIERS = (
 )
 
 
-def s3_storage(bytes_per_month: float, objects_per_month: float, lifecycle: Lifecycle) -> tuple[float, float]:
+def s3_storage(bytes_per_month: float, objects_per_month: float, lifecycle: BucketLifecycle) -> tuple[float, float]:
     """(storage, transitions) in the bill's month: each earlier month's objects sit in the tier
     their age puts them in, or are gone past the expiry. Objects under 128 KB stay in Standard."""
     if bytes_per_month <= 0:

@@ -423,7 +423,8 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_cost(args: argparse.Namespace) -> int:
-    from rdss.bench import cost, cost_peers, cost_settings, prices
+    from rdss import settings as environments
+    from rdss.bench import cost, cost_peers, prices
     from rdss.capacity import MEASURED
 
     if args.prices:
@@ -442,12 +443,12 @@ def run_cost(args: argparse.Namespace) -> int:
     if not args.rate > 0:
         raise CommandError("--rate must be above 0")
     try:
-        settings = cost_settings.load(args.env, args.config)
+        settings = environments.load_file(args.env, args.config)
         if args.peer:
             bill = cost_peers.peer(args.peer, settings, args.rate, figures=figures)
         else:
             bill = cost.project(settings, args.rate, figures=figures, archive=args.archive)
-    except ValueError as error:  # SettingsError included: no cdk.json, no such environment
+    except ValueError as error:  # ConfigError included: no cdk.json, no such environment, a malformed one
         raise CommandError(str(error)) from error
     if _printed_as_json(args, bill.as_dict()):
         return 0

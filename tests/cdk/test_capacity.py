@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rdss.bench.cost import alarm_count
-from rdss.bench.cost_settings import load as load_settings
+from rdss.settings import load_file
 from rdss.topology import RDSS, Deployment
 from stacks.config import load
 from stacks.state import CLAIMS_TABLE
@@ -161,31 +161,8 @@ def test_the_cost_model_counts_the_alarms_the_stack_raises(synthesized: Synthesi
 
 
 @pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
-def test_the_cost_models_reader_agrees_with_the_cdk_apps(environment: str) -> None:
-    """rdss.bench.cost_settings reads cdk.json without the CDK: what it prices is what is deployed."""
-    config = load(CONTEXT["rdss"], environment, environ={})
-    settings = load_settings(environment, ROOT / "cdk.json")
-    assert settings.rate_per_second == config.traffic.rate_per_second
-    assert settings.headroom == config.traffic.headroom
-    assert settings.stream_mode == config.stream_capacity.mode
-    assert settings.plan(config.traffic.rate_per_second) == config.capacity
-    assert settings.stream_retention_hours == config.stream_retention_hours
-    assert settings.table_mode == config.table_capacity.mode
-    assert settings.target_utilization == config.table_capacity.target_utilization
-    assert (settings.batch_size, settings.window_seconds, settings.parallelization) == (
-        config.event_source.batch_size,
-        config.event_source.max_batching_window_seconds,
-        config.event_source.parallelization_factor,
-    )
-    for processor in [p.name for p in RDSS.processors] + ["archiver"]:
-        function = config.function(processor)
-        assert settings.function(processor).memory_mb == function.memory_mb
-        assert settings.function(processor).log_level == function.log_level
-    assert settings.log_days == config.retention.log_days
-    for bucket in ("audit", "errors", "staging", "curated"):
-        expected = config.lifecycle(bucket, 8 if bucket == "staging" else None)
-        assert vars(settings.lifecycle(bucket)) == vars(expected), bucket
-    assert (settings.buffer_seconds, settings.buffer_mib) == (config.archive.buffer_seconds, config.archive.buffer_mib)
-    assert settings.glue_workers == config.analytics.glue_workers
-    assert settings.compaction_schedule == config.analytics.compaction_schedule
-    assert dict(settings.consumers) == config.consumer_groups()
+def test_the_cost_model_prices_the_settings_the_cdk_app_deploys(environment: str) -> None:
+    """rdss bench cost reads cdk.json without the CDK (rdss.settings.load_file): the same typed
+    settings, from the same file, as the app's synthesis with no -c overrides."""
+    assert load_file(environment) == load(CONTEXT["rdss"], environment, environ={})
+    assert load_file(environment, ROOT / "cdk.json") == load_file(environment)

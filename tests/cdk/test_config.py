@@ -7,7 +7,7 @@ import copy
 import aws_cdk as cdk
 import pytest
 
-from stacks.config import ConfigError, environment_names, load
+from stacks.config import ConfigError, environment_names, load, removal_policy
 from tests.cdk.conftest import CONTEXT
 
 RDSS_CONTEXT = CONTEXT["rdss"]
@@ -16,8 +16,8 @@ RDSS_CONTEXT = CONTEXT["rdss"]
 def test_the_three_environments_load() -> None:
     assert environment_names(RDSS_CONTEXT) == ("dev", "staging", "prod")
     configs = {name: load(RDSS_CONTEXT, name, environ={}) for name in environment_names(RDSS_CONTEXT)}
-    assert configs["prod"].cdk_removal_policy == cdk.RemovalPolicy.RETAIN
-    assert configs["dev"].cdk_removal_policy == cdk.RemovalPolicy.DESTROY
+    assert removal_policy(configs["prod"]) == cdk.RemovalPolicy.RETAIN
+    assert removal_policy(configs["dev"]) == cdk.RemovalPolicy.DESTROY
     assert configs["staging"].removal_policy in ("retain", "destroy")
     # the spec's channel TTL; dev keeps 24 h (a shard's base retention: no extended-retention charge)
     assert {name: config.stream_retention_hours for name, config in configs.items()} == {

@@ -15,10 +15,10 @@ import pytest
 from rdss.bench import broker as broker_bench
 from rdss.bench import cost, cost_peers
 from rdss.bench.cost_measure import item_bytes, measure
-from rdss.bench.cost_settings import FunctionConfig, Lifecycle, Settings, SettingsError, load
 from rdss.bench.prices import PRICES
 from rdss.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
 from rdss.cli import main
+from rdss.settings import ConfigError, FunctionSettings, load, load_file
 
 GIB = 2**30
 MONTH = 730 * 3600  # seconds
@@ -47,26 +47,19 @@ FIGURES = Figures(
     curated_bytes=100,
 )
 #: One shard per channel kept 48 hours, batches of 10 every second, a full vCPU, audit kept 45 days.
-SETTINGS = Settings(
-    name="small",
-    rate_per_second=10,
-    headroom=1,
-    stream_mode="provisioned",
-    explicit_shards={"default": 1},
-    stream_retention_hours=48,
-    table_mode="on-demand",
-    target_utilization=0.5,
-    batch_size=10,
-    window_seconds=1,
-    parallelization=1,
-    functions={"default": FunctionConfig(memory_mb=1769, log_level="INFO")},
-    log_days=30,
-    buckets={"audit": Lifecycle(expire_after_days=45)},
-    buffer_seconds=100,
-    buffer_mib=1,
-    glue_workers=1,
-    compaction_schedule=None,
-)
+SMALL = {
+    "removal_policy": "destroy",
+    "traffic": {"rate_per_second": 10, "headroom": 1},
+    "stream_capacity": {"mode": "provisioned", "shards": {"default": 1}},
+    "stream_retention_hours": 48,
+    "table_capacity": {"mode": "on-demand", "target_utilization": 0.5},
+    "event_source": {"batch_size": 10, "max_batching_window_seconds": 1, "parallelization_factor": 1},
+    "functions": {"default": {"memory_mb": 1769, "log_level": "INFO"}},
+    "retention": {"log_days": 30, "buckets": {"audit": {"expire_after_days": 45}}},
+    "archive": {"buffer_seconds": 100, "buffer_mib": 1},
+    "analytics": {"glue_workers": 1},
+}
+SETTINGS = load({"environments": {"small": SMALL}}, "small", environ={})
 
 
 def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
@@ -113,8 +106,10 @@ def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
 
 
 def test_provisioned_table_on_demand_streams_and_the_per_record_archive_by_hand() -> None:
-    settings = replace(SETTINGS, stream_mode="on-demand", table_mode="provisioned")
-    bill = cost.project(settings, 10, figures=FIGURES, rejected_share=0.0, archive="per-record")
+    on_demand = replace(SETTINGS.stream_capacity, mode="on-demand")
+    provisioned = replace(SETTINGS.table_capacity, mode="provisioned")
+    changed = replace(SETTINGS, stream_capacity=on_demand, table_capacity=provisioned)
+    bill = cost.project(changed, 10, figures=FIGURES, rejected_share=0.0, archive="per-record")
     items = bill.items
     # an on-demand stream starts at four shards: 2.5 records a batch, so 2 units a claim and the
     # ledger's unit over 2.5 records, 24 write units/s at 50 %: 48 WCU; no reads, but one RCU
@@ -178,7 +173,7 @@ def test_every_price_names_its_source_and_date() -> None:
 
 
 def test_the_targets_of_issue_24_hold_by_the_projects_own_model() -> None:
-    prod = load("prod")
+    prod = load_file("prod")
     at = {rate: cost.project(prod, rate) for rate in (116, 1000)}
     peers = {name: cost_peers.peer(name, prod, 116) for name in cost_peers.PEERS}
     assert at[116].total <= 520
@@ -215,15 +210,20 @@ def test_a_mistake_is_one_line_and_exit_2(arguments: list[str], says: str, capsy
 
 
 def test_the_settings_come_from_the_given_cdk_json(tmp_path: Path) -> None:
-    context = {"rdss": {"defaults": {"functions": {"default": {"memory_mb": 256}}}, "environments": {"x": {}}}}
+    context = {
+        "rdss": {
+            "defaults": {"removal_policy": "destroy", "functions": {"default": {"memory_mb": 256}}},
+            "environments": {"x": {}},
+        }
+    }
     (tmp_path / "cdk.json").write_text(json.dumps({"context": context}))
-    settings = load("x", tmp_path / "cdk.json")
-    assert settings.function("broker") == FunctionConfig(256, "INFO")
-    assert settings.stream_mode == "on-demand"
-    assert settings.stream_retention_hours == 168
+    loaded = load_file("x", tmp_path / "cdk.json")
+    assert loaded.function("broker") == FunctionSettings(memory_mb=256)
+    assert loaded.stream_capacity.mode == "on-demand"
+    assert loaded.stream_retention_hours == 168
     (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(SettingsError, match="no rdss context"):
-        load("x", tmp_path / "bad.json")
+    with pytest.raises(ConfigError, match="no rdss context"):
+        load_file("x", tmp_path / "bad.json")
 
 
 def test_an_items_size_is_counted_as_dynamodb_counts_it() -> None:
