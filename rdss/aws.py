@@ -15,6 +15,7 @@ import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
+from botocore.exceptions import NoRegionError
 
 from rdss import localstate
 from rdss.awserrors import ClientConfigurationError
@@ -36,7 +37,7 @@ def client(service: str, session: boto3.Session | None = None, **kwargs: Any) ->
 
     Raises:
         ClientConfigurationError: the endpoint (``AWS_ENDPOINT_URL``...) is not a URL.
-        NoRegionError: no region is configured.
+        ClientConfigurationError: no region is configured (saying where to give one).
     """
     kwargs.setdefault("config", CLIENT_CONFIG)
     if session is None:
@@ -45,6 +46,10 @@ def client(service: str, session: boto3.Session | None = None, **kwargs: Any) ->
         kwargs = {**localstate.client_settings(endpoint), **kwargs}
     try:
         return (session or boto3).client(service, **kwargs)
+    except NoRegionError:  # botocore's "You must specify a region." says neither what nor where
+        raise ClientConfigurationError(
+            problem=f"no AWS region for {service}: give one in the deployment's URL (?region=REGION) or set AWS_REGION"
+        ) from None
     except ValueError as error:  # botocore's "Invalid endpoint: garbage", from the environment
         named = kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or "the endpoint"
         raise ClientConfigurationError(problem=f"cannot use {named} for {service}: {error}") from None

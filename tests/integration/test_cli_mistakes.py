@@ -119,6 +119,11 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
         ("bridge", "--to", "memory://b", "--idle", "1"),
     ):
         yield case(f"{command[0]}-no-deployment-named", *command)
+    no_region = {"AWS_DEFAULT_REGION": ""}  # an empty value is dropped: no region anywhere
+    for name, argv in takers.items():
+        if name.startswith(("send", "tail", "trace", "redrive", "vendor")):
+            yield case(f"{name}-no-region", *argv("kinesis://dev"), env=no_region)
+    yield case("send-no-region", "send", VALID, "--url", "kinesis://dev", env=no_region)
 
     # --- unreachable: connection refused, a name that does not resolve (timed) -----------------
     for label, endpoint in (("refused", refused), ("unresolved", unresolved)):

@@ -132,3 +132,12 @@ def test_a_client_that_cannot_be_made_is_a_botocore_error(monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "garbage")
     with pytest.raises(ClientConfigurationError, match="cannot use garbage for kinesis"):
         client("kinesis", region_name="eu-west-2")
+
+
+def test_a_client_without_a_region_says_where_to_give_one(monkeypatch, tmp_path):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no rdss local up's state file
+    with pytest.raises(ClientConfigurationError, match=r"no AWS region for kinesis: .*\?region=REGION"):
+        client("kinesis")
