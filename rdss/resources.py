@@ -42,6 +42,14 @@ class GlueUnavailable(RuntimeError):
     """The Glue jobs cannot run here; the message says what is missing and how to get it."""
 
 
+def cdk_app_checkout() -> Path | None:
+    """The checkout this package runs from, when the CDK app (``stacks/``, ``app.py``) is beside
+    it: an editable install's ``rdss`` command finds it as ``python -m rdss`` in the checkout does."""
+    if (_CHECKOUT / "stacks" / "__init__.py").is_file() and (_CHECKOUT / "app.py").is_file():
+        return _CHECKOUT
+    return None
+
+
 def examples_dir() -> Path:
     """The example messages: ``valid/`` and ``invalid/`` (named after the code each must get)."""
     for candidate in (_PACKAGE / "_examples", _CHECKOUT / "examples" / "messages"):

@@ -10,7 +10,11 @@ cost of the broker itself.
 from __future__ import annotations
 
 import base64
+import contextlib
+import logging
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -122,21 +126,40 @@ def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
         dynamodb = counter.attach(endpoint.client("dynamodb"))
         s3 = counter.attach(endpoint.client("s3"))
     try:
-        handler = KinesisEventSourceMappingHandler(Broker(names=names, dynamodb=dynamodb, s3=s3), kinesis=kinesis)
-        handler({"Records": []}, None)  # lifespan startup outside the timing, as in a warm Lambda
-        started = time.perf_counter()
-        for event in built:
-            response = handler(event, None)
-            if response["batchItemFailures"]:
-                raise AssertionError(f"{len(response['batchItemFailures'])} records failed")
-        seconds = time.perf_counter() - started
-        handler.close()
+        with _processor_lines_to_stderr():
+            handler = KinesisEventSourceMappingHandler(Broker(names=names, dynamodb=dynamodb, s3=s3), kinesis=kinesis)
+            handler({"Records": []}, None)  # lifespan startup outside the timing, as in a warm Lambda
+            started = time.perf_counter()
+            for event in built:
+                response = handler(event, None)
+                if response["batchItemFailures"]:
+                    raise AssertionError(f"{len(response['batchItemFailures'])} records failed")
+            seconds = time.perf_counter() - started
+            handler.close()
     finally:
         if endpoint is not None:
             endpoint.stop()
     return Figures(
         count, batch, seconds, "stub" if stub_aws else "embedded emulator", dict(sorted(counter.calls.items()))
     )
+
+
+@contextlib.contextmanager
+def _processor_lines_to_stderr() -> Iterator[None]:
+    """The broker writes its JSON log lines and EMF metrics on standard output, as in Lambda
+    (whose runtime ships them to CloudWatch): written all the same, to standard error, so that
+    standard output holds the figures alone (``--json``'s object)."""
+    from rdss.observability import logger
+
+    streams = [h for h in logger.handlers if isinstance(h, logging.StreamHandler)]
+    previous = [(h, h.setStream(sys.stderr)) for h in streams]
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # EMF lines are printed
+            yield
+    finally:
+        for h, stream in previous:
+            if stream is not None:
+                h.setStream(stream)
 
 
 class _StubKinesis:

@@ -481,7 +481,8 @@ def run_coldstart(args: argparse.Namespace) -> int:
         if error.name is None or not error.name.startswith("stacks"):
             raise
         raise CommandError(
-            "it measures the Lambda assets the CDK app (stacks/) builds: run it from a checkout, after make setup"
+            "it measures the Lambda assets the CDK app (stacks/) builds, which an installed package does not hold: "
+            "run it from a checkout, after make setup (.venv/bin/rdss bench coldstart)"
         ) from error
     if _printed_as_json(args, [f.as_dict() for f in figures]):
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,21 @@ def test_new_refuses_an_unsupported_class(capsys):
     code, _, err = run(capsys, "new", "MetadataRead", "--class", "Event")
     assert code == 2
     assert err.strip() == "rdss new: MetadataRead does not travel as Event, only as Command or Document"
+
+
+def test_bench_broker_json_is_the_figures_alone_on_standard_output():
+    """The broker writes its log lines and EMF metrics on standard output (Lambda's way): the
+    benchmark sends them to standard error, so its --json output parses as it stands."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rdss", "bench", "broker", "--records", "40", "--batch", "20", "--stub-aws", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "POWERTOOLS_METRICS_DISABLED": "false", "POWERTOOLS_LOG_LEVEL": "INFO"},
+    )
+    figures = orjson.loads(done.stdout)
+    assert figures["records"] == 40
+    assert figures["calls_per_1000"] > 0
+    assert '"batch handled"' in done.stderr  # the broker's lines and metrics are still written
+    assert '"CloudWatchMetrics"' in done.stderr

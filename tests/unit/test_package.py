@@ -70,3 +70,19 @@ def test_no_module_of_the_package_is_over_600_lines():
         if (lines := len(path.read_text().splitlines())) > 600
     }
     assert long == {}
+
+
+def test_a_checkouts_rdss_finds_the_cdk_app_beside_it(tmp_path: Path):
+    """`.venv/bin/rdss bench coldstart` (an editable install: stacks/ is not on its path) builds
+    the assets of the checkout it runs from; an installed package has no CDK app beside it."""
+    from rdss import resources
+
+    assert resources.cdk_app_checkout() == ROOT
+    found = subprocess.run(
+        [sys.executable, "-c", "from rdss import resources; print(resources.cdk_app_checkout())"],
+        cwd=tmp_path,  # not the checkout: stacks is not importable from here
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.strip() == str(ROOT)
