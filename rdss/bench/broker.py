@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -126,7 +126,8 @@ def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
         dynamodb = counter.attach(endpoint.client("dynamodb"))
         s3 = counter.attach(endpoint.client("s3"))
     try:
-        with _processor_lines_to_stderr():
+        # written all the same, on standard error: standard output holds the figures alone (--json)
+        with processor_output_to(sys.stderr):
             handler = KinesisEventSourceMappingHandler(Broker(names=names, dynamodb=dynamodb, s3=s3), kinesis=kinesis)
             handler({"Records": []}, None)  # lifespan startup outside the timing, as in a warm Lambda
             started = time.perf_counter()
@@ -145,21 +146,20 @@ def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
 
 
 @contextlib.contextmanager
-def _processor_lines_to_stderr() -> Iterator[None]:
-    """The broker writes its JSON log lines and EMF metrics on standard output, as in Lambda
-    (whose runtime ships them to CloudWatch): written all the same, to standard error, so that
-    standard output holds the figures alone (``--json``'s object)."""
+def processor_output_to(stream: TextIO) -> Iterator[None]:
+    """Send the processors' JSON log lines and EMF metric lines (printed) to ``stream`` for the
+    block. In Lambda they go to standard output, which the runtime ships to CloudWatch."""
     from rdss.observability import logger
 
-    streams = [h for h in logger.handlers if isinstance(h, logging.StreamHandler)]
-    previous = [(h, h.setStream(sys.stderr)) for h in streams]
+    handler = logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    previous = handler.stream
+    handler.setStream(stream)
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # EMF lines are printed
+        with contextlib.redirect_stdout(stream):
             yield
     finally:
-        for h, stream in previous:
-            if stream is not None:
-                h.setStream(stream)
+        handler.setStream(previous)
 
 
 class _StubKinesis:

@@ -100,12 +100,7 @@ def project(
                 f"{name}: {plan.shards[name]} shard(s) in cdk.json cannot carry this rate; priced at {shards[name]}"
             )
     _kinesis(bill, settings, loads, shards)
-    per_invocation = records_per_invocation(
-        rate_per_second,
-        shards["input"] * settings.event_source.parallelization_factor,
-        settings.event_source.batch_size,
-        settings.event_source.max_batching_window_seconds,
-    )
+    per_invocation = _batch(settings, rate_per_second, shards["input"])
     _claims(bill, settings, rate_per_second, per_invocation, figures)
     functions = {"broker": _broker(settings, rate_per_second, per_invocation, loads, figures)}
     archived = {c.name: loads[c.name] for c in topology.channels if c.archive}
@@ -213,13 +208,12 @@ def broker_calls(loads: dict[str, ChannelLoad], rate: float, n: float, figures: 
     return math.ceil(n / TRANSACTION_ITEMS) + destinations(loads, rate, n) + lookups + 1
 
 
-def _archive_batches(settings: EnvironmentConfig, load: ChannelLoad, shards: int) -> float:
-    return records_per_invocation(
-        load.records_per_second,
-        shards * settings.event_source.parallelization_factor,
-        settings.event_source.batch_size,
-        settings.event_source.max_batching_window_seconds,
-    )
+def _batch(settings: EnvironmentConfig, records_per_second: float, shards: int) -> float:
+    """Records per invocation of a processor mapped to a stream of ``shards`` (its event source's
+    batch size, batching window and parallelisation)."""
+    events = settings.event_source
+    readers = shards * events.parallelization_factor
+    return records_per_invocation(records_per_second, readers, events.batch_size, events.max_batching_window_seconds)
 
 
 def _archiver(
@@ -228,7 +222,7 @@ def _archiver(
     """One invocation per batch of each archived stream: frame, gzip, one PutRecordBatch."""
     invocations = cpu = 0.0
     for name, load in archived.items():
-        n = _archive_batches(settings, load, shards[name])
+        n = _batch(settings, load.records_per_second, shards[name])
         if n:
             invocations += load.records_per_second / n
             cpu += load.records_per_second * figures.archive_cpu_per_entry
@@ -252,7 +246,7 @@ def archive_items(
     by_bucket: dict[str, tuple[float, float]] = {}
     for name, load in archived.items():
         if archive == "batched":
-            n = _archive_batches(settings, load, shards[name])
+            n = _batch(settings, load.records_per_second, shards[name])
             member = n * figures.gzip_bytes_per_entry(n)
             members = load.records_per_second / n if n else 0.0
             billed += members * firehose_billed_bytes(member)

@@ -16,7 +16,6 @@ import base64
 import contextlib
 import gzip
 import io
-import logging
 import math
 import os
 import time
@@ -29,7 +28,7 @@ import orjson
 
 from rdss import archive
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.bench.broker import events
+from rdss.bench.broker import events, processor_output_to
 from rdss.broker import Broker
 from rdss.capacity import MEASURED, WRITE_UNIT_BYTES, Figures
 from rdss.decoration import decorate
@@ -109,10 +108,7 @@ def _captured_logs(level: str) -> Iterator[io.StringIO]:
     buffer = io.StringIO()
     # metrics are measured too, whatever the caller's environment says (tests disable them)
     disabled = os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
-    handler = logger.registered_handler
-    assert isinstance(handler, logging.StreamHandler)
-    previous_stream, previous_level = handler.stream, logger.log_level
-    handler.setStream(buffer)
+    previous_level = logger.log_level
     logger.setLevel(level)
     # what inject_lambda_context adds to every line in Lambda
     logger.append_keys(
@@ -124,14 +120,13 @@ def _captured_logs(level: str) -> Iterator[io.StringIO]:
         xray_trace_id="1-6744f1c2-3b4e5f60718293a4b5c6d7e8",
     )
     try:
-        with contextlib.redirect_stdout(buffer):
+        with processor_output_to(buffer):
             yield buffer
     finally:
         logger.remove_keys(
             ["cold_start", "function_name", "function_memory_size", "function_arn", "function_request_id"]
         )
         logger.remove_keys(["xray_trace_id"])
-        handler.setStream(previous_stream)
         logger.setLevel(previous_level)
         if disabled is not None:
             os.environ["POWERTOOLS_METRICS_DISABLED"] = disabled

@@ -423,9 +423,9 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_cost(args: argparse.Namespace) -> int:
-    from rdss import settings as environments
     from rdss.bench import cost, cost_peers, prices
     from rdss.capacity import MEASURED
+    from rdss.settings import load_file
 
     if args.prices:
         table = {name: dataclasses.asdict(price) for name, price in prices.PRICES.items()}
@@ -443,7 +443,7 @@ def run_cost(args: argparse.Namespace) -> int:
     if not args.rate > 0:
         raise CommandError("--rate must be above 0")
     try:
-        settings = environments.load_file(args.env, args.config)
+        settings = load_file(args.env, args.config)
         if args.peer:
             bill = cost_peers.peer(args.peer, settings, args.rate, figures=figures)
         else:
