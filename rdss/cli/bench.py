@@ -13,7 +13,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rdss.cli.common import CommandError, print_json, whole_number
+from rdss.cli.common import CommandError, number, print_json, whole_number
+
+#: The highest rate bench cost prices: a million messages a second (86 billion a day) is far past
+#: any RDSS deployment, and keeps every item of the bill a finite number.
+MAX_RATE = 1_000_000
 
 #: ``bench cost --peer`` choices (rdss.bench.cost_peers.PEERS, named here so the parser need not import it).
 PEER_NAMES = ("sqs-powertools", "eventbridge", "msk-serverless")
@@ -140,7 +144,12 @@ def register(commands: Any) -> None:
         "messages, item by item, at us-east-1 list prices (rdss.bench.prices), or a peer's by the same rules.",
     )
     cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
-    cost.add_argument("--rate", type=float, metavar="N", help="messages per second into input")
+    cost.add_argument(
+        "--rate",
+        type=number(0, MAX_RATE, what="a number of messages per second"),
+        metavar="N",
+        help=f"messages per second into input (above 0, at most {MAX_RATE:,})",
+    )
     cost.add_argument("--peer", choices=PEER_NAMES, help="price this peer instead of the project")
     cost.add_argument(
         "--config",
@@ -440,8 +449,6 @@ def run_cost(args: argparse.Namespace) -> int:
         return 0
     if not args.env or args.rate is None:
         raise CommandError("--env and --rate are required (or --figures, --prices)")
-    if not args.rate > 0:
-        raise CommandError("--rate must be above 0")
     try:
         settings = load_file(args.env, args.config)
         if args.peer:
