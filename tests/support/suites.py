@@ -22,7 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "build" / "test-logs"
 PYTHON = sys.executable
-PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q"]
+#: ``-rfEs``: the short summary names each failed, erroring and skipped test with its reason,
+#: which the closing lines gather (a CI record may keep only the end of the output).
+PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-q"]
 
 
 @dataclass
@@ -124,6 +126,14 @@ def run(names: list[str], jobs: int) -> int:
     )
     if unmodelled:
         print("what an endpoint does not model (checked where it does):\n" + "\n".join(unmodelled))
+    broken = [
+        f"  [{suite.name}] {line}"
+        for suite in done
+        for line in suite.log.read_text(errors="replace").splitlines()
+        if line.startswith(("FAILED ", "ERROR "))
+    ]
+    if broken:
+        print("failed, and why:\n" + "\n".join(broken))
     failures = [s for s in done if s.process is None or s.process.returncode != 0]
     total = {kind: sum(s.counts.get(kind, 0) for s in done) for kind in ("passed", "failed", "skipped", "error")}
     failed = total["failed"] + total["error"]
