@@ -216,7 +216,7 @@ def consume_metadata(
 
     with Gateway(url, application="vendor", lease_duration=2.0) as vendor:
         stats = vendor.listen(
-            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=5, poll_interval=0.05
+            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=10, poll_interval=0.05
         )
         entries = {i: vendor.repository.entry(i) for i in poison}
     # the consumer put its moves on invalid and error itself: nothing entered input, the broker

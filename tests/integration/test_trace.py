@@ -69,7 +69,9 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
                 raise Rejected("APPERRMET001", "no such dataset here")
 
         with Gateway(url, application="archive") as consumer:
-            consumer.listen("metadata", archive, idle_timeout=2, poll_interval=0.05)
+            # idle for 10 s: on a loaded LocalStack the first lease and shard iterator alone can take
+            # seconds, and a shorter pause could end the consumer before it read anything
+            consumer.listen("metadata", archive, idle_timeout=10, poll_interval=0.05)
         runtime.drain()
         yield Sent(
             runtime,

@@ -245,7 +245,7 @@ def test_a_consumer_under_its_role_moves_what_it_cannot_accept(
     with Gateway(consumer["url"], application=consumer["application"], lease_duration=1.0) as receiver:
         calls = recorded(receiver, runtime)
         stats = receiver.listen(
-            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=3, poll_interval=0.05
+            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=10, poll_interval=0.05
         )
     assert handled == [fine["messageHeader"]["messageId"]]
     assert (stats.invalid, stats.poison) == (1, 1)
