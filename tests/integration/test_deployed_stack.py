@@ -162,6 +162,7 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
     custom_resources = 0
     problems: list[str] = []
     summary: list[str] = []
+    phases: list[str] = []
     try:
         created = cloudformation.wait(cfn, stack_name, "CREATE_COMPLETE", timeout=1500)
         resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
@@ -179,13 +180,20 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
         assert len(creates) >= custom_resources
         check_topology(stack)
 
-        routes_traffic(stack)
-        reassembles_a_sequence(stack)
-        sweeps_on_schedule(stack)
-        problems += isolates_a_poison_record(stack)
-        retries_a_batch_killed_at_its_timeout(stack)
-        parks_a_batch_and_redrives_it(stack)
-        archives_input(stack)
+        for phase in (
+            routes_traffic,
+            reassembles_a_sequence,
+            sweeps_on_schedule,
+            isolates_a_poison_record,
+            retries_a_batch_killed_at_its_timeout,
+            parks_a_batch_and_redrives_it,
+            archives_input,
+        ):
+            began = time.monotonic()
+            try:
+                problems += phase(stack) or []
+            finally:  # how long each took, the one that failed too: where a slow run spent its time
+                phases.append(f"{phase.__name__} {time.monotonic() - began:.0f} s")
         missing = unmodelled(template, endpoint)
         assert set(missing) <= {t for t in missing if t.startswith(("AWS::Glue::", "AWS::Athena::"))}, missing
         if missing:
@@ -200,6 +208,8 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
         if provider:
             summary.append(FunctionLog.read(endpoint.client("logs"), provider[0]).summary())
         summary += problems
+        if phases:
+            summary.append("phases: " + ", ".join(phases))
         SUMMARY.parent.mkdir(parents=True, exist_ok=True)
         SUMMARY.write_text("\n".join(summary) + "\n")
         warnings.warn("deployed functions:\n  " + "\n  ".join(summary), stacklevel=1)

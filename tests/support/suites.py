@@ -12,6 +12,7 @@ closing lines give each suite's wall time, every skipped test with its reason, a
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +26,8 @@ PYTHON = sys.executable
 #: ``-rfEs``: the short summary names each failed, erroring and skipped test with its reason,
 #: which the closing lines gather (a CI record may keep only the end of the output).
 PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-q"]
+#: Wide lines: pytest cuts each summary line to the terminal's width, 80 columns in a log
+ENVIRONMENT = {**os.environ, "COLUMNS": "240"}
 
 
 @dataclass
@@ -86,7 +89,9 @@ def run(names: list[str], jobs: int) -> int:
             suite = pending.pop(0)
             suite.started = time.monotonic()
             with suite.log.open("wb") as log:
-                suite.process = subprocess.Popen(suite.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                suite.process = subprocess.Popen(
+                    suite.command, cwd=ROOT, env=ENVIRONMENT, stdout=log, stderr=subprocess.STDOUT
+                )
             print(f"[{time.monotonic() - began:6.0f} s] {suite.name}: started", flush=True)
             running.append(suite)
         time.sleep(1)
