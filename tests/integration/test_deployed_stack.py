@@ -43,6 +43,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(270
 
 ACCOUNT = "000000000000"  # LocalStack's
 ROUTED = [c.name for c in RDSS.channels_of("routed")]
+#: The broker's timeout while its DynamoDB hangs (retries_a_batch_killed_at_its_timeout)
+HUNG_TIMEOUT = 15
 #: The summary of the functions' logs, also kept where `make test`'s logs are
 SUMMARY = Path(__file__).resolve().parents[2] / "build" / "test-logs" / "deployed-functions.txt"
 
@@ -384,12 +386,16 @@ def retries_a_batch_killed_at_its_timeout(stack: Stack) -> None:
     proxy = HangingProxy((address.hostname or "127.0.0.1", address.port or 80))
     try:
         variables = {**before["Environment"]["Variables"], "AWS_ENDPOINT_URL_DYNAMODB": proxy.url}
-        stack.reconfigure("broker", Timeout=5, Environment={"Variables": variables})
+        # under the processors' read timeout (20 s, rdss.aws.CLIENT_CONFIG), so Lambda's timeout
+        # cuts the hung call; and room for the retry, a cold runtime whose first batch loads the
+        # validators, on a machine loaded by the other suites
+        stack.reconfigure("broker", Timeout=HUNG_TIMEOUT, Environment={"Variables": variables})
         [message] = Workload(uuid.uuid4().int % 1000).mix(1)
         stack.publish([orjson.dumps(message)])
         wait_for("the retried batch routed", lambda: message["messageHeader"]["messageId"] in stack.routed_ids())
         log = stack.log(stack.functions["broker"])
-        assert log.containing("Task timed out after 5.00 seconds"), "the broker was not killed at its timeout"
+        killed = f"Task timed out after {HUNG_TIMEOUT}.00 seconds"
+        assert log.containing(killed), "the broker was not killed at its timeout"
         assert [r for r in log.reports if r.status == "timeout"]
         assert proxy.accepted >= 2  # the hung connection, then the retry's
     finally:
