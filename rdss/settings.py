@@ -474,11 +474,18 @@ def load(
     return config
 
 
+#: The most of a settings file read: a cdk.json is kilobytes; a file given by mistake (a log, an
+#: archive, a disk image) is refused without being read whole.
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+
+
 def locate(path: Path | None = None) -> Path:
     """The cdk.json to read (see the module's docstring)."""
     if path is not None:
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{path}: no such file")
+        if not path.is_file():  # a directory, a device (/dev/zero), a pipe: not a cdk.json
+            raise ConfigError(f"{path}: not a regular file")
         return path
     here = Path(__file__).resolve().parent
     for candidate in (here / "_cdk.json", here.parent / "cdk.json"):
@@ -488,11 +495,21 @@ def locate(path: Path | None = None) -> Path:
 
 
 def read_context(path: Path | None = None) -> dict[str, Any]:
-    """The ``rdss`` context object of a cdk.json (or of a file holding that object itself)."""
+    """The ``rdss`` context object of a cdk.json (or of a file holding that object itself).
+
+    At most :data:`MAX_SETTINGS_BYTES` are read: a larger file is refused as not a cdk.json.
+    """
     where = locate(path)
     try:
-        data = json.loads(where.read_text())
-    except (OSError, ValueError) as error:
+        with where.open("rb") as file:
+            raw = file.read(MAX_SETTINGS_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"{where}: not readable ({error.strerror or error})") from error
+    if len(raw) > MAX_SETTINGS_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_SETTINGS_BYTES // 1024 // 1024} MiB, not a cdk.json")
+    try:
+        data = json.loads(raw)
+    except ValueError as error:
         raise ConfigError(f"{where}: not readable JSON ({error})") from error
     context = data.get("context", {}).get(CONTEXT_KEY, data.get(CONTEXT_KEY, data)) if isinstance(data, dict) else None
     if not isinstance(context, dict) or not isinstance(context.get("environments"), dict):

@@ -18,7 +18,7 @@ from rdss.bench.cost_measure import item_bytes, measure
 from rdss.bench.prices import PRICES
 from rdss.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
 from rdss.cli import main
-from rdss.settings import ConfigError, FunctionSettings, load, load_file
+from rdss.settings import MAX_SETTINGS_BYTES, ConfigError, FunctionSettings, load, load_file
 
 GIB = 2**30
 MONTH = 730 * 3600  # seconds
@@ -199,6 +199,8 @@ def test_the_command_prints_the_bill_as_json(capsys: pytest.CaptureFixture[str])
         (["--env", "qa", "--rate", "1"], "unknown environment 'qa'"),
         (["--env", "dev"], "--env and --rate are required"),
         (["--env", "dev", "--rate", "1", "--config", "/nonexistent/cdk.json"], "no such file"),
+        (["--env", "dev", "--rate", "1", "--config", "/dev/zero"], "/dev/zero: not a regular file"),
+        (["--env", "dev", "--rate", "1", "--config", "/"], "/: not a regular file"),
     ],
 )
 def test_a_mistake_is_one_line_and_exit_2(arguments: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -236,6 +238,18 @@ def test_the_settings_come_from_the_given_cdk_json(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ConfigError, match="no rdss context"):
         load_file("x", tmp_path / "bad.json")
+
+
+def test_a_settings_file_too_large_for_a_cdk_json_is_refused_unread(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as file:  # sparse: no disk used, yet a read of it whole would be 4 MiB+
+        file.truncate(MAX_SETTINGS_BYTES + 1)
+    with pytest.raises(ConfigError, match=r"^\S*huge.json: larger than 4 MiB, not a cdk.json$"):
+        load_file("x", huge)
+    exactly = tmp_path / "exactly.json"
+    exactly.write_bytes(b" " * (MAX_SETTINGS_BYTES - 2) + b"{}")  # at the limit: read, then judged
+    with pytest.raises(ConfigError, match="no rdss context"):
+        load_file("x", exactly)
 
 
 def test_an_items_size_is_counted_as_dynamodb_counts_it() -> None:
