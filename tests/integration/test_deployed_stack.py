@@ -78,6 +78,8 @@ class Stack:
         self.resources = resources
         self.clients: dict[str, Any] = {}
         self.functions = {p.name: f"rdss-{config.name}-{p.name}" for p in RDSS.processors}
+        #: what the phases measured, for the summary
+        self.notes: list[str] = []
         variables = self.client("lambda").get_function_configuration(FunctionName=self.functions["broker"])
         names = from_environment(variables["Environment"]["Variables"])
         self.deployment = Deployment(config.name, RDSS, bucket_names=dict(names.buckets))
@@ -165,6 +167,7 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
     problems: list[str] = []
     summary: list[str] = []
     phases: list[str] = []
+    stack: Stack | None = None
     try:
         created = cloudformation.wait(cfn, stack_name, "CREATE_COMPLETE", timeout=1500)
         resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
@@ -209,7 +212,7 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
         cloudformation.wait(cfn, stack_name, "DELETE_COMPLETE", timeout=900)
         if provider:
             summary.append(FunctionLog.read(endpoint.client("logs"), provider[0]).summary())
-        summary += problems
+        summary += problems + (stack.notes if stack else [])
         if phases:
             summary.append("phases: " + ", ".join(phases))
         SUMMARY.parent.mkdir(parents=True, exist_ok=True)
@@ -387,12 +390,18 @@ def retries_a_batch_killed_at_its_timeout(stack: Stack) -> None:
     try:
         variables = {**before["Environment"]["Variables"], "AWS_ENDPOINT_URL_DYNAMODB": proxy.url}
         # under the processors' read timeout (20 s, rdss.aws.CLIENT_CONFIG), so Lambda's timeout
-        # cuts the hung call; and room for the retry, a cold runtime whose first batch loads the
-        # validators, on a machine loaded by the other suites
+        # cuts the hung call; and room for the retry: a new runtime (its init counts in the
+        # invocation's duration) whose first batch loads the validators, on a loaded machine
         stack.reconfigure("broker", Timeout=HUNG_TIMEOUT, Environment={"Variables": variables})
         [message] = Workload(uuid.uuid4().int % 1000).mix(1)
         stack.publish([orjson.dumps(message)])
-        wait_for("the retried batch routed", lambda: message["messageHeader"]["messageId"] in stack.routed_ids())
+        try:
+            wait_for("the retried batch routed", lambda: message["messageHeader"]["messageId"] in stack.routed_ids())
+        finally:  # the invocations from the kill on, routed or not: what a slow retry took
+            reports = stack.log(stack.functions["broker"]).reports
+            killed_at = next((i for i, r in enumerate(reports) if r.status == "timeout"), len(reports))
+            taken = [f"{r.fields.get('Duration', '?')} ({r.status or 'ok'})" for r in reports[killed_at:]]
+            stack.notes.append(f"broker with a hung DynamoDB, from the kill on: {', '.join(taken) or 'no kill'}")
         log = stack.log(stack.functions["broker"])
         killed = f"Task timed out after {HUNG_TIMEOUT}.00 seconds"
         assert log.containing(killed), "the broker was not killed at its timeout"
