@@ -180,9 +180,12 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
         buckets = stack.physical("AWS::S3::Bucket")
         provider = stack.physical("AWS::Lambda::Function", "CustomS3AutoDeleteObjectsCustomResourceProvider")
         [handler] = provider
-        creates = wait_for("the auto-delete provider's Create", lambda: stack.log(handler).containing('"Create"'))
         custom_resources = len(stack.physical("Custom::S3AutoDeleteObjects"))
-        assert len(creates) >= custom_resources
+        # one Create per custom resource, each logged a moment after its invocation: wait for all
+        wait_for(
+            "the auto-delete provider's Create of every custom resource",
+            lambda: len(stack.log(handler).containing('"Create"')) >= custom_resources,
+        )
         check_topology(stack)
 
         for phase in (
