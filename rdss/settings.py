@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from rdss.capacity import Plan, Traffic, plan
+from rdss.inputs import InputTooLarge, read_input
 from rdss.topology import RDSS, Topology
 
 CONTEXT_KEY = "rdss"
@@ -501,12 +502,11 @@ def read_context(path: Path | None = None) -> dict[str, Any]:
     """
     where = locate(path)
     try:
-        with where.open("rb") as file:
-            raw = file.read(MAX_SETTINGS_BYTES + 1)
+        raw = read_input(where, MAX_SETTINGS_BYTES)  # a Path: never standard input
+    except InputTooLarge as error:
+        raise ConfigError(f"{where}: larger than {MAX_SETTINGS_BYTES // 1024 // 1024} MiB, not a cdk.json") from error
     except OSError as error:
         raise ConfigError(f"{where}: not readable ({error.strerror or error})") from error
-    if len(raw) > MAX_SETTINGS_BYTES:
-        raise ConfigError(f"{where}: larger than {MAX_SETTINGS_BYTES // 1024 // 1024} MiB, not a cdk.json")
     try:
         data = json.loads(raw)
     except ValueError as error:

@@ -71,18 +71,18 @@ def events(count: int, batch: int, seed: int = 11, first: int = 0) -> list[dict[
     arn = "arn:aws:kinesis:eu-west-2:123456789012:stream/rdss-bench-input"
     payloads = [orjson.dumps(m) for m in Workload(seed).mix(count)]
     built = []
-    for start in range(first, first + count, batch):
+    for start in range(0, count, batch):
         records = []
-        for offset, payload in enumerate(payloads[start - first : start - first + batch]):
-            sequence = f"{49_600_000_000_000_000_000_000_000_000_000_000_000_000_000 + start + offset}"
+        for offset, payload in enumerate(payloads[start : start + batch], start=first + start):
+            sequence = f"{49_600_000_000_000_000_000_000_000_000_000_000_000_000_000 + offset}"
             records.append(
                 {
                     "kinesis": {
                         "kinesisSchemaVersion": "1.0",
-                        "partitionKey": f"{start + offset:08x}",
+                        "partitionKey": f"{offset:08x}",
                         "sequenceNumber": sequence,
                         "data": base64.b64encode(payload).decode("ascii"),
-                        "approximateArrivalTimestamp": 1_795_000_000.0 + start + offset,
+                        "approximateArrivalTimestamp": 1_795_000_000.0 + offset,
                     },
                     "eventSource": "aws:kinesis",
                     "eventVersion": "1.0",

@@ -1,4 +1,4 @@
-"""Helpers shared by the sub-commands: reading inputs, errors with exit codes, common options."""
+"""Helpers shared by the sub-commands: errors with exit codes, common options, output."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -28,11 +27,6 @@ if TYPE_CHECKING:
 USAGE = 2
 INVALID = 1
 
-#: The most ``rdss`` reads from one input (a file, standard input): a message may be split into
-#: a sequence, so this is well above the spec's 1,000,000 bytes, and well below what would
-#: exhaust memory on reading ``/dev/zero`` by mistake.
-MAX_INPUT_BYTES = 64 * 1024 * 1024
-
 #: The longest wait a seconds option takes (a year): anything longer is a typo, and past about
 #: 292 years ``time.sleep`` and ``Event.wait`` overflow.
 MAX_SECONDS = 365 * 24 * 3600.0
@@ -44,31 +38,6 @@ class CommandError(Exception):
     def __init__(self, message: str, exit_code: int = USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-class InputTooLarge(OSError):
-    """An input longer than the command reads (``/dev/zero``, a log given for a message)."""
-
-    def __init__(self, name: str, limit: int) -> None:
-        super().__init__(f"larger than {limit / 1024 / 1024:g} MiB, the most rdss reads from one input")
-        self.filename = name
-        self.strerror = str(self.args[0])
-
-
-def read_input(name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a file, or of standard input for ``-``, at most ``limit`` of them.
-
-    Raises:
-        OSError: the file cannot be read; :class:`InputTooLarge` when it holds more than ``limit``.
-    """
-    if name == "-":
-        data = sys.stdin.buffer.read(limit + 1)
-    else:
-        with Path(name).open("rb") as file:
-            data = file.read(limit + 1)
-    if len(data) > limit:
-        raise InputTooLarge("standard input" if name == "-" else name, limit)
-    return data
 
 
 def describe_os_error(error: OSError) -> str:

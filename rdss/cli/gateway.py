@@ -33,7 +33,6 @@ from rdss.cli.common import (
     deployment_url,
     describe_os_error,
     print_json,
-    read_input,
     seconds,
 )
 from rdss.display import printable, printable_json, safe
@@ -51,6 +50,7 @@ from rdss.gateway import (
 )
 from rdss.gateway.backend import StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
+from rdss.inputs import read_input
 from rdss.logs import message_fields
 
 _APPLICATION = "rdss-cli"

@@ -7,8 +7,9 @@ import sys
 from typing import Any
 
 from rdss import schemas, skeletons
-from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, print_json, read_input
+from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, print_json
 from rdss.display import printable
+from rdss.inputs import read_input
 from rdss.validation import validate
 
 

@@ -16,10 +16,10 @@ from rdss.cli.common import (
     add_command,
     describe_os_error,
     print_json,
-    read_input,
     whole_number,
 )
 from rdss.display import printable
+from rdss.inputs import read_input
 from rdss.sequences import SequenceError, join, split
 from rdss.validation import validate
 

@@ -401,11 +401,11 @@ def retries_a_batch_killed_at_its_timeout(stack: Stack) -> None:
         try:
             wait_for("the retried batch routed", lambda: message["messageHeader"]["messageId"] in stack.routed_ids())
         finally:  # the invocations from the kill on, routed or not: what a slow retry took
-            reports = stack.log(stack.functions["broker"]).reports
+            log = stack.log(stack.functions["broker"])
+            reports = log.reports
             killed_at = next((i for i, r in enumerate(reports) if r.status == "timeout"), len(reports))
             taken = [f"{r.fields.get('Duration', '?')} ({r.status or 'ok'})" for r in reports[killed_at:]]
             stack.notes.append(f"broker with a hung DynamoDB, from the kill on: {', '.join(taken) or 'no kill'}")
-        log = stack.log(stack.functions["broker"])
         killed = f"Task timed out after {HUNG_TIMEOUT}.00 seconds"
         assert log.containing(killed), "the broker was not killed at its timeout"
         assert [r for r in log.reports if r.status == "timeout"]

@@ -38,6 +38,8 @@ class Suite:
     seconds: float = 0.0
     process: subprocess.Popen[bytes] | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    #: the log's lines, read once the suite has ended
+    lines: list[str] = field(default_factory=list)
 
     @property
     def log(self) -> Path:
@@ -100,6 +102,7 @@ def run(names: list[str], jobs: int) -> int:
             done.append(suite)
             suite.seconds = time.monotonic() - suite.started
             text = suite.log.read_text(errors="replace")
+            suite.lines = text.splitlines()
             suite.counts = _summary(text)
             code = suite.process.returncode if suite.process else 1
             verdict = "passed" if code == 0 else f"FAILED (exit {code})"
@@ -107,7 +110,7 @@ def run(names: list[str], jobs: int) -> int:
                 f"[{time.monotonic() - began:6.0f} s] {suite.name}: {verdict} in {suite.seconds:.0f} s {suite.counts}"
             )
             if code != 0:
-                print(f"---- {suite.log} (tail) ----\n" + "\n".join(text.splitlines()[-60:]), flush=True)
+                print(f"---- {suite.log} (tail) ----\n" + "\n".join(suite.lines[-60:]), flush=True)
 
     print("\nsuites (wall time each; they overlap):")
     for suite in done:
@@ -116,7 +119,7 @@ def run(names: list[str], jobs: int) -> int:
     skipped = [
         f"  [{suite.name}] {line.removeprefix('SKIPPED ')}"
         for suite in done
-        for line in suite.log.read_text(errors="replace").splitlines()
+        for line in suite.lines
         if line.startswith("SKIPPED ")
     ]
     if skipped:
@@ -125,17 +128,14 @@ def run(names: list[str], jobs: int) -> int:
         {
             f"  [{suite.name}] {line.split('UserWarning: ', 1)[1]}"
             for suite in done
-            for line in suite.log.read_text(errors="replace").splitlines()
+            for line in suite.lines
             if "UserWarning: " in line and "does not model" in line
         }
     )
     if unmodelled:
         print("what an endpoint does not model (checked where it does):\n" + "\n".join(unmodelled))
     broken = [
-        f"  [{suite.name}] {line}"
-        for suite in done
-        for line in suite.log.read_text(errors="replace").splitlines()
-        if line.startswith(("FAILED ", "ERROR "))
+        f"  [{suite.name}] {line}" for suite in done for line in suite.lines if line.startswith(("FAILED ", "ERROR "))
     ]
     if broken:
         print("failed, and why:\n" + "\n".join(broken))
