@@ -9,6 +9,7 @@ call is real HTTP to the emulator (or to ``AWS_ENDPOINT_URL`` when set); a botoc
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -116,21 +117,21 @@ def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5, 
 
 def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = None) -> Figures:
     from rdss.gateway import Gateway
-    from rdss.local.emulator import provision
+    from rdss.local.emulator import deprovision, provision
     from rdss.repository.dynamodb import create_table
 
     count = len(messages)
     mean = sum(len(orjson.dumps(m)) for m in messages) / count
     aws = aws or ("embedded emulator" if endpoint.embedded else (endpoint.url or "AWS"))
+    deployment = Deployment(f"bench{int(time.time())}")
+    ldr = f"bench-{deployment.environment}-ldr"
     try:
-        deployment = Deployment(f"bench{int(time.time())}")
         provision(endpoint, deployment, shards=shards)
         counter = _Counter()
         clients = {
             "kinesis": counter.attach(endpoint.client("kinesis")),
             "dynamodb": counter.attach(endpoint.client("dynamodb")),
         }
-        ldr = f"bench-{deployment.environment}-ldr"
         create_table(clients["dynamodb"], ldr)
         url = f"kinesis://{deployment.environment}?region={endpoint.region}&ldr=dynamodb://{ldr}"
         if endpoint.url:
@@ -144,5 +145,10 @@ def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = 
         if len(receipts) != count:  # pragma: no cover - send_all raises first
             raise AssertionError(f"{count - len(receipts)} messages not sent")
     finally:
+        if not endpoint.embedded:  # LocalStack or an account: its streams cost shards of a quota, and money
+            deprovision(endpoint, deployment)
+            dynamodb = endpoint.client("dynamodb")
+            with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
+                dynamodb.delete_table(TableName=ldr)
         endpoint.stop()
     return Figures(count, mean, shards, seconds, aws, dict(sorted(counter.calls.items())))

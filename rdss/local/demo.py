@@ -131,8 +131,8 @@ def run(
             console.print(f"report written to [cyan]{report}[/]")
         return body
     finally:
-        if runtime is not None and owned:
-            runtime.stop()
+        if runtime is not None and owned and endpoint.embedded:
+            runtime.stop()  # the embedded server goes, and everything in it
         elif runtime is not None:  # an endpoint someone else runs (LocalStack, an account) keeps nothing of it
             runtime.deprovision()
         if owned:

@@ -41,7 +41,7 @@ from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import DeliveryStream, LocalFirehose
 from rdss.local.positions import Positions
-from rdss.local.vendors import LocalVendor, provision_vendors
+from rdss.local.vendors import LocalVendor, deprovision_vendors, provision_vendors
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.sequencer import Sequencer, Sweep
 from rdss.topology import RDSS, Deployment, Resolved, from_environment
@@ -315,12 +315,18 @@ class Runtime:
             handler.close()
 
     def deprovision(self) -> None:
-        """Delete what :meth:`provision` created: streams, tables, buckets and failure queues."""
+        """Delete what :meth:`provision` created: streams, tables, buckets, failure queues and
+        the vendors' stack."""
         self.stop()
         sqs = self.endpoint.client("sqs")
-        for queue_url in self._failures.values():
-            with contextlib.suppress(sqs.exceptions.QueueDoesNotExist):
-                sqs.delete_queue(QueueUrl=queue_url)
+        # by name, not by what this runtime made: another runtime of the deployment may have made them
+        for processor in RDSS.processors:
+            if processor.sources:
+                with contextlib.suppress(sqs.exceptions.QueueDoesNotExist):
+                    url = sqs.get_queue_url(QueueName=self.deployment.on_failure_queue(processor.name))["QueueUrl"]
+                    sqs.delete_queue(QueueUrl=url)
+        if self.settings.vendors:
+            deprovision_vendors(self.endpoint, self.deployment)
         deprovision(self.endpoint, self.deployment)
 
     # -- inspection ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ tables."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Mapping
@@ -137,6 +138,36 @@ def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mappi
     cloudformation.create_stack(StackName=stack, TemplateBody=template, Capabilities=["CAPABILITY_NAMED_IAM"])
     _wait(cloudformation, stack)
     return stack
+
+
+def deprovision_vendors(endpoint: Endpoint, deployment: Deployment) -> None:
+    """Delete the vendors' stack, and the data key :func:`provision_vendors` made for it (its
+    alias at once; the key after KMS's shortest waiting period, as KMS allows no sooner)."""
+    cloudformation = endpoint.client("cloudformation")
+    stack = stack_name(deployment)
+    live = {
+        s["StackName"] for s in cloudformation.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
+    }
+    if stack in live:
+        # CloudFormation detaches a managed policy from its roles as it deletes it; moto does
+        # not, and refuses to delete either (DeleteConflict). Detached first, as the stack
+        # deletion would a moment later.
+        iam = endpoint.client("iam")
+        for resource in cloudformation.list_stack_resources(StackName=stack)["StackResourceSummaries"]:
+            if resource["ResourceType"] == "AWS::IAM::ManagedPolicy" and resource.get("PhysicalResourceId"):
+                policy = resource["PhysicalResourceId"]
+                with contextlib.suppress(iam.exceptions.NoSuchEntityException):
+                    for role in iam.list_entities_for_policy(PolicyArn=policy)["PolicyRoles"]:
+                        iam.detach_role_policy(RoleName=role["RoleName"], PolicyArn=policy)
+        cloudformation.delete_stack(StackName=stack)
+        _wait(cloudformation, stack, gone=True)
+    kms = endpoint.client("kms")
+    alias = f"alias/{deployment.prefix}-{deployment.environment}-messaging"
+    for entry in kms.list_aliases()["Aliases"]:
+        if entry["AliasName"] == alias:
+            kms.delete_alias(AliasName=alias)
+            if entry.get("TargetKeyId"):
+                kms.schedule_key_deletion(KeyId=entry["TargetKeyId"], PendingWindowInDays=7)
 
 
 def _wait(cloudformation: Any, stack: str, *, gone: bool = False, timeout: float = 60) -> None:
