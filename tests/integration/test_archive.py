@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,11 @@ def trace(url: str, argument: str, capsys: pytest.CaptureFixture[str]) -> dict[s
 
 
 def test_every_record_once_with_its_exact_bytes_across_a_restart(
-    endpoint: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    endpoint: Endpoint,
+    runtimes: Callable[..., Runtime],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     for name, value in endpoint.environment().items():
         if name != "AWS_ENDPOINT_URL":
@@ -75,7 +80,8 @@ def test_every_record_once_with_its_exact_bytes_across_a_restart(
     # are not a JSON object with a header), under a code the broker never gives
     moves = [decoration.decorate(p, "GENERR009", "the handler failed 3 times") for p in odd.values()]
 
-    first = Runtime(endpoint, settings)
+    first = Runtime(endpoint, settings)  # it dies below: never stopped, its checkpoints lost
+    second = runtimes(settings)  # deletes the deployment at teardown, however far the test got
     first.provision()
     published = first.publish(first_half)
     invalid = first.deployment.stream("invalid")
@@ -90,7 +96,6 @@ def test_every_record_once_with_its_exact_bytes_across_a_restart(
     assert archived(first, "audit", "audit/") == []
     # ... and the process dies: no stop, no flush; its checkpoints (in memory) are lost
 
-    second = Runtime(endpoint, settings)
     second.provision()
     published += second.publish(second_half)
     second.drain()  # from the start of every shard again: the first half is archived a second time

@@ -16,6 +16,7 @@ import copy
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -101,7 +102,9 @@ def invalid_variants(workload: Workload, count: int) -> list[tuple[str, bytes]]:
     return made
 
 
-def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch):
+def test_every_input_is_accounted_for_exactly_once_under_faults(
+    endpoint: Endpoint, runtimes: Callable[..., Runtime], monkeypatch: pytest.MonkeyPatch
+):
     for name, value in endpoint.environment().items():  # for `rdss redrive`, as an operator would
         monkeypatch.setenv(name, value)
     stuck: set[str] = set()
@@ -109,7 +112,7 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     settings = Settings(
         environment=f"c{uuid.uuid4().hex[:8]}", shards=2, batch_size=100, sweep_interval=3600, max_retries=2
     )
-    runtime = Runtime(endpoint, settings, clients=clients)
+    runtime = runtimes(settings, clients=clients)
     runtime.provision()
     workload = Workload(2026)
     rng = random.Random(7)
@@ -186,7 +189,6 @@ def test_every_input_is_accounted_for_exactly_once_under_faults(endpoint: Endpoi
     assert runtime.failed_batches() == {"broker": 0, "sequencer": 0, "archiver": 0}
 
     consume_metadata(runtime, endpoint, workload, inputs, result)
-    runtime.deprovision()
 
 
 def consume_metadata(

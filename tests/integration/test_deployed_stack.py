@@ -211,15 +211,18 @@ def test_the_stack_deploys_runs_its_functions_and_is_deleted(endpoint: Endpoint,
             )
         summary += [stack.log(stack.functions[p.name]).summary() for p in RDSS.processors]
     finally:
-        cfn.delete_stack(StackName=stack_name)
-        cloudformation.wait(cfn, stack_name, "DELETE_COMPLETE", timeout=900)
-        if provider:
-            summary.append(FunctionLog.read(endpoint.client("logs"), provider[0]).summary())
-        summary += problems + (stack.notes if stack else [])
-        if phases:
-            summary.append("phases: " + ", ".join(phases))
-        SUMMARY.parent.mkdir(parents=True, exist_ok=True)
-        SUMMARY.write_text("\n".join(summary) + "\n")
+        try:
+            cfn.delete_stack(StackName=stack_name)
+            cloudformation.wait(cfn, stack_name, "DELETE_COMPLETE", timeout=900)
+        finally:
+            cloudformation.unbootstrap(s3, endpoint.client("ssm"), bucket)
+            if provider:
+                summary.append(FunctionLog.read(endpoint.client("logs"), provider[0]).summary())
+            summary += problems + (stack.notes if stack else [])
+            if phases:
+                summary.append("phases: " + ", ".join(phases))
+            SUMMARY.parent.mkdir(parents=True, exist_ok=True)
+            SUMMARY.write_text("\n".join(summary) + "\n")
         warnings.warn("deployed functions:\n  " + "\n  ".join(summary), stacklevel=1)
     # the auto-delete provider emptied the buckets when the stack was deleted, so they could go
     assert not [b for b in buckets if b in {x["Name"] for x in s3.list_buckets()["Buckets"]}]

@@ -363,13 +363,17 @@ def account(runtime: Runtime) -> str:
 
 
 def test_a_gateway_in_aws_keeps_its_repository_in_a_table_of_its_own(
-    runtime: Runtime, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     """In AWS a gateway has no lasting disk: it names a DynamoDB table of the vendor's own, which
     it reaches with the vendor's own credentials - the deployment's role reaches no table but the
     group's checkpoints."""
     table = f"acme-{runtime.deployment.environment}-ldr"
     create_table(runtime.endpoint.client("dynamodb"), table)
+    request.addfinalizer(lambda: runtime.endpoint.client("dynamodb").delete_table(TableName=table))
     producer = json.loads(vendor_config(runtime, PRODUCER, capsys, "--json", "--ldr", f"dynamodb://{table}"))
     assert producer["ldr"] == f"dynamodb://{table}"
     monkeypatch.setenv("AWS_EXECUTION_ENV", "AWS_ECS_FARGATE")  # in AWS: SQLite is no default there

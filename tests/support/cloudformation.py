@@ -5,6 +5,7 @@ template (over CloudFormation's 51,200-byte inline limit) to S3, then CreateStac
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
@@ -36,6 +37,16 @@ def bootstrap(s3: Any, ssm: Any, account: str, region: str) -> str:
         Name=f"/cdk-bootstrap/{QUALIFIER}/version", Value=BOOTSTRAP_VERSION, Type="String", Overwrite=True
     )
     return bucket
+
+
+def unbootstrap(s3: Any, ssm: Any, bucket: str) -> None:
+    """Undo :func:`bootstrap` once the test's stack is gone: on a shared endpoint nothing of a
+    test stays (``cdk bootstrap``'s own bucket is kept, but it is no test's)."""
+    from rdss.local.emulator import empty_bucket
+
+    empty_bucket(s3, bucket, delete=True)
+    with contextlib.suppress(ssm.exceptions.ParameterNotFound):
+        ssm.delete_parameter(Name=f"/cdk-bootstrap/{QUALIFIER}/version")
 
 
 def publish_assets(s3: Any, outdir: Path, stack: str, account: str, region: str) -> str:

@@ -25,7 +25,9 @@ def vendor_table(system: System) -> str:
     """A DynamoDB table of the vendor's own, beside the deployment (created on first use), for
     its gateways' Local Data Repository: key ``messageId``, as ``rdss.repository.stores`` asks."""
     name = f"vendor-{system.deployment.environment}-ldr"
-    create_table(system.client("dynamodb"), name)
+    if name not in system.own_tables:
+        create_table(system.client("dynamodb"), name)
+        system.own_tables.append(name)
     return name
 
 

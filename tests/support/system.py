@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,8 @@ class System:
     deployment: Deployment
     #: per channel, per shard: where its event source mapping has got to (like Lambda's)
     checkpoints: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: tables made beside the deployment (a vendor's repository), deleted with it
+    own_tables: list[str] = field(default_factory=list)
 
     @classmethod
     def create(cls, endpoint: Endpoint, shards: int = 1) -> System:
@@ -37,8 +40,12 @@ class System:
         return cls(endpoint, deployment)
 
     def delete(self) -> None:
-        """Delete the deployment's streams, tables and buckets."""
+        """Delete the deployment's streams, tables and buckets, and the tables made beside it."""
         deprovision(self.endpoint, self.deployment)
+        dynamodb = self.client("dynamodb")
+        for table in self.own_tables:
+            with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
+                dynamodb.delete_table(TableName=table)
 
     @property
     def names(self) -> Resolved:

@@ -26,6 +26,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.support.localstack.install import HOME, RUNTIMES, VENV, LocalStackUnavailable, filesystem_root
 
@@ -35,6 +36,13 @@ REGION = "eu-west-2"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 
 __all__ = ["HOME", "SERVICES", "LocalStack", "LocalStackUnavailable"]
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    }
 
 
 def free_port() -> int:
@@ -117,6 +125,10 @@ class LocalStack:
             "FILESYSTEM_ROOT": str(self.root),
             "PERSISTENCE": "0",
             "KINESIS_PERSISTENCE": "0",
+            # an account's default shard quota outside us-east-1, us-west-2 and eu-west-1 (1,000 or
+            # 6,000), not LocalStack's 100: several deployments at once (-n 3, and the deployed
+            # stack) fit in it as they do in an account; what a test leaves behind fails the run
+            "KINESIS_SHARD_LIMIT": "1000",
             "DNS_ADDRESS": "0",
             "SKIP_SSL_CERT_DOWNLOAD": "1",
             "DISABLE_EVENTS": "1",
@@ -195,6 +207,43 @@ class LocalStack:
         except Exception:  # not yet: asked again on the next pass
             return False
         return True
+
+    def leftovers(self, settle: float = 30.0) -> list[str]:
+        """What the tests left behind: every test deletes what it made, as it must on an account
+        (a stream's shards count against the account's quota until it is gone, and cost money).
+
+        Streams being deleted are given ``settle`` seconds to go.
+        """
+        import boto3
+
+        def client(service: str) -> Any:
+            return boto3.client(service, endpoint_url=self.url, region_name=REGION, **_boto_credentials())
+
+        kinesis = client("kinesis")
+        deadline = time.monotonic() + settle
+        while True:
+            streams = {
+                name: kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+                for name in kinesis.list_streams().get("StreamNames", [])
+            }
+            if all(s["StreamStatus"] != "DELETING" for s in streams.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        found = [
+            f"stream {name} ({s['StreamStatus']}, {s['OpenShardCount']} open shards)"
+            for name, s in streams.items()
+            if s["StreamStatus"] != "DELETING"
+        ]
+        found += [f"table {name}" for name in client("dynamodb").list_tables().get("TableNames", [])]
+        found += [
+            f"stack {stack['StackName']} ({stack['StackStatus']})"
+            for stack in client("cloudformation").list_stacks().get("StackSummaries", [])
+            if stack["StackStatus"] != "DELETE_COMPLETE"
+        ]
+        found += [f"bucket {bucket['Name']}" for bucket in client("s3").list_buckets().get("Buckets", [])]
+        found += [f"function {f['FunctionName']}" for f in client("lambda").list_functions().get("Functions", [])]
+        found += [f"queue {url}" for url in client("sqs").list_queues().get("QueueUrls", [])]
+        return found
 
     def health(self) -> dict[str, str]:
         try:

@@ -1,7 +1,9 @@
 """``python -m tests.support.localstack install`` | ``run -- CMD [ARG ...]``.
 
 ``run`` starts LocalStack on a free loopback port, runs CMD with ``AWS_ENDPOINT_URL`` (and
-test credentials) pointing at it, stops it, and exits with CMD's exit code.
+test credentials) pointing at it, lists what CMD left there (streams, tables, stacks, buckets,
+functions, queues), stops it, and exits with CMD's exit code - or 1 if CMD passed but left
+something behind.
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ def run(command: list[str]) -> int:
         f"LocalStack up at {localstack.url} in {time.monotonic() - started:.1f} s (log: {localstack.log})", flush=True
     )
     try:
-        return subprocess.run(command, env={**os.environ, **localstack.client_environment()}, check=False).returncode
+        code = subprocess.run(command, env={**os.environ, **localstack.client_environment()}, check=False).returncode
+        # a leak fails the run: on an account it would hold quota and cost money (make test
+        # lists lines starting "FAILED " under "failed, and why")
+        left = localstack.leftovers()
+        for what in left:
+            print(f"FAILED left behind on LocalStack by the tests: {what}", flush=True)
+        return code or (1 if left else 0)
     finally:
         localstack.stop()
 
