@@ -15,6 +15,7 @@ from rdss import __version__
 from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
 from rdss.cli.common import USAGE, CommandError, describe_os_error
 from rdss.display import safe
+from rdss.extras import missing_extra
 
 _COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive, vendor)
 
@@ -44,6 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as error:
         print(f"rdss {args.command}: {safe(str(error))}", file=sys.stderr)
         return error.exit_code
+    except ModuleNotFoundError as error:
+        needs = missing_extra(error)
+        if needs is None:
+            raise
+        print(f"rdss {args.command}: this {needs}", file=sys.stderr)
+        return USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

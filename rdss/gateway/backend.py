@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from rdss.extras import missing_extra
 from rdss.gateway.exceptions import GatewayError
 from rdss.rejection import Rejector
 from rdss.retry import SPEC_BACKOFF, Backoff
@@ -300,7 +301,10 @@ def open_backend(url: GatewayURL, settings: Settings) -> Backend:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
-            raise TransportError(f"the {url.scheme}:// backend is not available: {error}") from error
+            needs = missing_extra(error)
+            raise TransportError(
+                f"the {url.scheme}:// backend is not available: " + (f"it {needs}" if needs else str(error))
+            ) from error
         factory = getattr(module, function)
         _FACTORIES[url.scheme] = factory
     return factory(url, settings)

@@ -148,3 +148,37 @@ def test_bench_broker_json_is_the_figures_alone_on_standard_output():
     assert figures["calls_per_1000"] > 0
     assert '"batch handled"' in done.stderr  # the broker's lines and metrics are still written
     assert '"CloudWatchMetrics"' in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("blocked", "command", "extra"),
+    [
+        ("moto", ["local", "demo", "--no-analytics"], "local"),
+        ("moto", ["bench", "send", "--messages", "10"], "local"),
+        ("flask", ["local", "demo", "--no-analytics"], "local"),
+    ],
+)
+def test_a_command_whose_extra_is_not_installed_says_which_in_one_line(
+    tmp_path: Path, blocked: str, command: list[str], extra: str
+):
+    """A user who installed the core alone (no ``[local]``) gets the pip command, not a traceback."""
+    script = (
+        "import sys; sys.modules[sys.argv[1]] = None\n"  # what an absent package looks like to import
+        "from rdss.cli import main; sys.exit(main(sys.argv[2:]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, blocked, *command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    # last: moto without its server's packages warns first
+    assert done.stderr.splitlines()[-1] == (
+        f"rdss {command[0]}: this needs the {extra} extra ({blocked} is not installed): "
+        f"pip install 'rdss-messaging[{extra}]'"
+    )

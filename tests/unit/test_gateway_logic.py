@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from rdss.gateway import TransportError, URLError, backend, select
@@ -283,3 +285,15 @@ def test_selectors_match_type_and_class():
     assert not creates({"messageType": "MetadataDelete", "messageClass": "Event"})
     assert reads({"messageType": "VocabularyRead", "messageClass": "Command"})
     assert not reads({"messageType": "VocabularyRead", "messageClass": "Document"})
+
+
+def test_a_backend_whose_extra_is_missing_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pika", None)  # what an absent package looks like to import
+    # a backend module's first import of pika, without re-importing (and duplicating) ours
+    monkeypatch.setitem(backend._FACTORIES, "amqp", "pika.adapters.blocking_connection:open_backend")
+    with pytest.raises(TransportError) as raised:
+        open_backend(parse("amqp://guest:guest@rabbit:5672/"), Settings())
+    assert str(raised.value) == (
+        "the amqp:// backend is not available: it needs the amqp extra (pika is not installed): "
+        "pip install 'rdss-messaging[amqp]'"
+    )
