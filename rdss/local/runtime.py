@@ -315,8 +315,8 @@ class Runtime:
             handler.close()
 
     def deprovision(self) -> None:
-        """Delete what :meth:`provision` created: streams, tables, buckets, failure queues and
-        the vendors' stack."""
+        """Delete what :meth:`provision` created: streams, tables, buckets, failure queues, and
+        the vendors' stack and key alias."""
         self.stop()
         sqs = self.endpoint.client("sqs")
         # by name, not by what this runtime made: another runtime of the deployment may have made them

@@ -74,7 +74,7 @@ def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mappi
     account = endpoint.client("sts").get_caller_identity()["Account"]
     region = endpoint.region
     kms = endpoint.client("kms")
-    alias = f"alias/{deployment.prefix}-{deployment.environment}-messaging"
+    alias = _key_alias(deployment)
     aliases = {a["AliasName"]: a.get("TargetKeyId") for a in kms.list_aliases()["Aliases"]}
     if alias in aliases:
         key_id = aliases[alias]
@@ -91,9 +91,11 @@ def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mappi
     )
     resources: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
+    previous = _outputs(endpoint.client("cloudformation"), stack_name(deployment))
     for name, vendor in vendors.items():
         access = VendorAccess(name, vendor.produces, vendor.consumes, deployment)
-        external_id = vendor.external_id or secrets.token_hex(12)
+        # a restart keeps each vendor's external ID: the configuration it was given still works
+        external_id = vendor.external_id or previous.get(output_key(name, "ExternalId")) or secrets.token_hex(12)
         role = output_key(name, "Role")
         resources[role] = {
             "Type": "AWS::IAM::Role",
@@ -129,12 +131,7 @@ def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mappi
     cloudformation = endpoint.client("cloudformation")
     stack = stack_name(deployment)
     template = orjson.dumps({"Resources": resources, "Outputs": outputs}).decode()
-    existing = {
-        s["StackName"] for s in cloudformation.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
-    }
-    if stack in existing:
-        cloudformation.delete_stack(StackName=stack)
-        _wait(cloudformation, stack, gone=True)
+    _delete_stack(endpoint, stack)
     cloudformation.create_stack(StackName=stack, TemplateBody=template, Capabilities=["CAPABILITY_NAMED_IAM"])
     _wait(cloudformation, stack)
     return stack
@@ -143,31 +140,57 @@ def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mappi
 def deprovision_vendors(endpoint: Endpoint, deployment: Deployment) -> None:
     """Delete the vendors' stack, and the data key :func:`provision_vendors` made for it (its
     alias at once; the key after KMS's shortest waiting period, as KMS allows no sooner)."""
-    cloudformation = endpoint.client("cloudformation")
-    stack = stack_name(deployment)
-    live = {
-        s["StackName"] for s in cloudformation.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
-    }
-    if stack in live:
-        # CloudFormation detaches a managed policy from its roles as it deletes it; moto does
-        # not, and refuses to delete either (DeleteConflict). Detached first, as the stack
-        # deletion would a moment later.
-        iam = endpoint.client("iam")
-        for resource in cloudformation.list_stack_resources(StackName=stack)["StackResourceSummaries"]:
-            if resource["ResourceType"] == "AWS::IAM::ManagedPolicy" and resource.get("PhysicalResourceId"):
-                policy = resource["PhysicalResourceId"]
-                with contextlib.suppress(iam.exceptions.NoSuchEntityException):
-                    for role in iam.list_entities_for_policy(PolicyArn=policy)["PolicyRoles"]:
-                        iam.detach_role_policy(RoleName=role["RoleName"], PolicyArn=policy)
-        cloudformation.delete_stack(StackName=stack)
-        _wait(cloudformation, stack, gone=True)
+    _delete_stack(endpoint, stack_name(deployment))
     kms = endpoint.client("kms")
-    alias = f"alias/{deployment.prefix}-{deployment.environment}-messaging"
+    alias = _key_alias(deployment)
     for entry in kms.list_aliases()["Aliases"]:
         if entry["AliasName"] == alias:
             kms.delete_alias(AliasName=alias)
             if entry.get("TargetKeyId"):
                 kms.schedule_key_deletion(KeyId=entry["TargetKeyId"], PendingWindowInDays=7)
+
+
+def _outputs(cloudformation: Any, stack: str) -> dict[str, str]:
+    """The outputs of ``stack`` if it is live (a restart finds the one it made before), else {}."""
+    if stack not in _live(cloudformation):
+        return {}
+    found = cloudformation.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    return {o["OutputKey"]: o["OutputValue"] for o in found}
+
+
+def _live(cloudformation: Any) -> set[str]:
+    return {
+        s["StackName"] for s in cloudformation.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
+    }
+
+
+def _key_alias(deployment: Deployment) -> str:
+    return f"alias/{deployment.prefix}-{deployment.environment}-messaging"
+
+
+def _delete_stack(endpoint: Endpoint, stack: str) -> None:
+    """Delete ``stack`` if it is there, and wait until it is gone."""
+    cloudformation = endpoint.client("cloudformation")
+    if stack not in _live(cloudformation):
+        return
+    # CloudFormation detaches a managed policy from its roles and deletes it; moto neither
+    # detaches it (and then refuses to delete the role: DeleteConflict) nor deletes it (and then
+    # refuses the next stack's policy of the same name). Done here, as the deletion would.
+    iam = endpoint.client("iam")
+    policies = [
+        r["PhysicalResourceId"]
+        for r in cloudformation.list_stack_resources(StackName=stack)["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::IAM::ManagedPolicy" and r.get("PhysicalResourceId")
+    ]
+    for policy in policies:
+        with contextlib.suppress(iam.exceptions.NoSuchEntityException):
+            for role in iam.list_entities_for_policy(PolicyArn=policy)["PolicyRoles"]:
+                iam.detach_role_policy(RoleName=role["RoleName"], PolicyArn=policy)
+    cloudformation.delete_stack(StackName=stack)
+    _wait(cloudformation, stack, gone=True)
+    for policy in policies:
+        with contextlib.suppress(iam.exceptions.NoSuchEntityException):
+            iam.delete_policy(PolicyArn=policy)
 
 
 def _wait(cloudformation: Any, stack: str, *, gone: bool = False, timeout: float = 60) -> None:

@@ -17,7 +17,7 @@ import pytest
 from rdss.cli import main
 from rdss.local.emulator import Endpoint, start_embedded
 from rdss.local.runtime import Runtime, Settings
-from rdss.local.vendors import LocalVendor
+from rdss.local.vendors import LocalVendor, provision_vendors
 from rdss.workload import Workload
 
 
@@ -47,6 +47,11 @@ def left_on(endpoint: Endpoint) -> dict[str, list[str]]:
             if not a["AliasName"].startswith("alias/aws/")
         ],
     }
+
+
+def outputs(endpoint: Endpoint, stack: str) -> dict[str, str]:
+    found = endpoint.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]["Outputs"]
+    return {o["OutputKey"]: o["OutputValue"] for o in found}
 
 
 NOTHING: dict[str, list[str]] = {"streams": [], "tables": [], "buckets": [], "queues": [], "stacks": [], "aliases": []}
@@ -80,6 +85,11 @@ def test_a_runtime_with_vendors_deletes_their_stack_and_key_alias(shared: Endpoi
     vendors = {"producer": LocalVendor(produces=True), "consumer": LocalVendor(consumes=("metadata",))}
     runtime = Runtime(shared, Settings(environment="gone", vendors=vendors))
     runtime.provision()
+    before = outputs(shared, "rdss-gone")
+    provision_vendors(shared, runtime.deployment, vendors)  # replaces the stack, as a restart does
+    after = outputs(shared, "rdss-gone")
+    assert after["VendorProducerExternalId"] == before["VendorProducerExternalId"]  # its config still works
+    assert after["VendorConsumerExternalId"] == before["VendorConsumerExternalId"]
     made = left_on(shared)
     assert made["stacks"] == ["rdss-gone"]
     assert made["aliases"] == ["alias/rdss-gone-messaging"]
