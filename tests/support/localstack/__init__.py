@@ -196,12 +196,7 @@ class LocalStack:
         try:
             for service, call in (("kinesis", "list_streams"), ("dynamodb", "list_tables")):
                 client = boto3.client(
-                    service,
-                    endpoint_url=self.url,
-                    region_name=REGION,
-                    aws_access_key_id="test",
-                    aws_secret_access_key="test",
-                    config=config,
+                    service, endpoint_url=self.url, region_name=REGION, config=config, **_boto_credentials()
                 )
                 getattr(client, call)()
         except Exception:  # not yet: asked again on the next pass
@@ -220,12 +215,17 @@ class LocalStack:
             return boto3.client(service, endpoint_url=self.url, region_name=REGION, **_boto_credentials())
 
         kinesis = client("kinesis")
+
+        def summary(name: str) -> dict[str, Any]:
+            try:
+                found: dict[str, Any] = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+            except kinesis.exceptions.ResourceNotFoundException:  # gone since it was listed
+                return {"StreamStatus": "DELETING"}
+            return found
+
         deadline = time.monotonic() + settle
         while True:
-            streams = {
-                name: kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
-                for name in kinesis.list_streams().get("StreamNames", [])
-            }
+            streams = {name: summary(name) for name in kinesis.list_streams().get("StreamNames", [])}
             if all(s["StreamStatus"] != "DELETING" for s in streams.values()) or time.monotonic() > deadline:
                 break
             time.sleep(1)
