@@ -290,7 +290,7 @@ def test_selectors_match_type_and_class():
 def test_a_backend_whose_extra_is_missing_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pika", None)  # what an absent package looks like to import
     # a backend module's first import of pika, without re-importing (and duplicating) ours
-    monkeypatch.setitem(backend._FACTORIES, "amqp", "pika.adapters.blocking_connection:open_backend")
+    monkeypatch.setitem(backend._FACTORIES, "amqp", "pika.not_imported_yet:open_backend")
     with pytest.raises(TransportError) as raised:
         open_backend(parse("amqp://guest:guest@rabbit:5672/"), Settings())
     assert str(raised.value) == (
