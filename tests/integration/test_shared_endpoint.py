@@ -2,12 +2,14 @@
 account) leave nothing there: a stream left behind holds shards of the account's quota, and
 costs money, long after the command is forgotten.
 
-Each test gives the command a fresh moto server of its own, in that role: what is there after
-the command is exactly what the command left, whatever else runs beside the test.
+Each test gives the command a moto server of its own in that role, and compares what is there
+after the command with what was there before it. (moto's state is per process, not per server:
+earlier tests of the same process show in both, and a test runs alone in its process.)
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,23 +32,30 @@ def shared(monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoint]:
     endpoint.stop()
 
 
-def left_on(endpoint: Endpoint) -> dict[str, list[str]]:
+def on(endpoint: Endpoint) -> dict[str, set[str]]:
+    """What is on the endpoint, by kind (a stack once deleted, and AWS's own key aliases, are not)."""
     return {
-        "streams": endpoint.client("kinesis").list_streams()["StreamNames"],
-        "tables": endpoint.client("dynamodb").list_tables()["TableNames"],
-        "buckets": [b["Name"] for b in endpoint.client("s3").list_buckets()["Buckets"]],
-        "queues": endpoint.client("sqs").list_queues().get("QueueUrls", []),
-        "stacks": [
+        "streams": set(endpoint.client("kinesis").list_streams()["StreamNames"]),
+        "tables": set(endpoint.client("dynamodb").list_tables()["TableNames"]),
+        "buckets": {b["Name"] for b in endpoint.client("s3").list_buckets()["Buckets"]},
+        "queues": set(endpoint.client("sqs").list_queues().get("QueueUrls", [])),
+        "stacks": {
             s["StackName"]
             for s in endpoint.client("cloudformation").list_stacks()["StackSummaries"]
             if s["StackStatus"] != "DELETE_COMPLETE"
-        ],
-        "aliases": [
+        },
+        "aliases": {
             a["AliasName"]
             for a in endpoint.client("kms").list_aliases()["Aliases"]
             if not a["AliasName"].startswith("alias/aws/")
-        ],
+        },
     }
+
+
+def added(endpoint: Endpoint, before: dict[str, set[str]]) -> dict[str, set[str]]:
+    """What is on the endpoint now and was not in ``before``, kinds with nothing new left out."""
+    now = on(endpoint)
+    return {kind: now[kind] - before[kind] for kind in now if now[kind] - before[kind]}
 
 
 def outputs(endpoint: Endpoint, stack: str) -> dict[str, str]:
@@ -54,14 +63,12 @@ def outputs(endpoint: Endpoint, stack: str) -> dict[str, str]:
     return {o["OutputKey"]: o["OutputValue"] for o in found}
 
 
-NOTHING: dict[str, list[str]] = {"streams": [], "tables": [], "buckets": [], "queues": [], "stacks": [], "aliases": []}
-
-
 def test_the_send_benchmark_deletes_its_streams_and_tables(shared: Endpoint, capsys: pytest.CaptureFixture[str]):
+    before = on(shared)
     assert main(["bench", "send", "--messages", "50", "--json"]) == 0
     figures = orjson.loads(capsys.readouterr().out)
     assert figures["aws"] == shared.url  # it ran there, not on an embedded server of its own
-    assert left_on(shared) == NOTHING
+    assert added(shared, before) == {}
 
 
 def test_the_demo_deletes_its_deployment(shared: Endpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -72,31 +79,32 @@ def test_the_demo_deletes_its_deployment(shared: Endpoint, tmp_path: Path, capsy
         (directory / f"{index}.json").write_bytes(orjson.dumps(workload.message("MetadataCreate", "Event")))
     (directory / "broken.json").write_bytes(b"{not json")
     report = tmp_path / "report.json"
+    before = on(shared)
     code = main(["local", "demo", "--messages", str(directory), "--report", str(report), "--no-analytics"])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     assert f"AWS_ENDPOINT_URL at {shared.url}" in out  # it ran there, not on an embedded server of its own
     body = orjson.loads(report.read_bytes())
     assert body["channels"]["input"] == 4
-    assert left_on(shared) == NOTHING
+    assert added(shared, before) == {}
 
 
 def test_a_runtime_with_vendors_deletes_their_stack_and_key_alias(shared: Endpoint):
     vendors = {"producer": LocalVendor(produces=True), "consumer": LocalVendor(consumes=("metadata",))}
-    runtime = Runtime(shared, Settings(environment="gone", vendors=vendors))
+    environment = f"gone{uuid.uuid4().hex[:8]}"
+    before = on(shared)
+    runtime = Runtime(shared, Settings(environment=environment, vendors=vendors))
     runtime.provision()
-    before = outputs(shared, "rdss-gone")
+    first = outputs(shared, f"rdss-{environment}")
     provision_vendors(shared, runtime.deployment, vendors)  # replaces the stack, as a restart does
-    after = outputs(shared, "rdss-gone")
-    assert after["VendorProducerExternalId"] == before["VendorProducerExternalId"]  # its config still works
-    assert after["VendorConsumerExternalId"] == before["VendorConsumerExternalId"]
-    made = left_on(shared)
-    assert made["stacks"] == ["rdss-gone"]
-    assert made["aliases"] == ["alias/rdss-gone-messaging"]
+    second = outputs(shared, f"rdss-{environment}")
+    assert second["VendorProducerExternalId"] == first["VendorProducerExternalId"]  # its config still works
+    assert second["VendorConsumerExternalId"] == first["VendorConsumerExternalId"]
+    made = added(shared, before)
+    assert made["stacks"] == {f"rdss-{environment}"}
+    assert made["aliases"] == {f"alias/rdss-{environment}-messaging"}
+    kms = shared.client("kms")
+    [key] = [a["TargetKeyId"] for a in kms.list_aliases()["Aliases"] if a["AliasName"] in made["aliases"]]
     runtime.deprovision()
-    assert left_on(shared) == NOTHING
-    keys = [
-        shared.client("kms").describe_key(KeyId=k["KeyId"])["KeyMetadata"]
-        for k in shared.client("kms").list_keys()["Keys"]
-    ]
-    assert {k["KeyState"] for k in keys if k["KeyManager"] == "CUSTOMER"} == {"PendingDeletion"}
+    assert added(shared, before) == {}
+    assert kms.describe_key(KeyId=key)["KeyMetadata"]["KeyState"] == "PendingDeletion"
