@@ -19,6 +19,7 @@ import importlib.resources
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -48,6 +49,16 @@ def cdk_app_checkout() -> Path | None:
     if (_CHECKOUT / "stacks" / "__init__.py").is_file() and (_CHECKOUT / "app.py").is_file():
         return _CHECKOUT
     return None
+
+
+def checkout_on_path() -> Path | None:
+    """Put the checkout this package runs from (:func:`cdk_app_checkout`) on ``sys.path``, so that
+    what lives beside the package there (``stacks/``, ``tests/support/``) imports from an editable
+    install's ``rdss`` command as from ``python -m rdss`` in the checkout; None from a wheel."""
+    checkout = cdk_app_checkout()
+    if checkout is not None and str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    return checkout
 
 
 def examples_dir() -> Path:

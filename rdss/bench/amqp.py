@@ -126,23 +126,25 @@ def run_bridge(count: int, *, url: str | None = None, seed: int = 9) -> Figures:
     """The bridge moving ``count`` messages Kinesis -> RabbitMQ, then RabbitMQ -> Kinesis."""
     from rdss.bridge import open_bridge
     from rdss.gateway import Gateway
-    from rdss.local.emulator import connect, deprovision, provision
+    from rdss.local.emulator import connect, provisioned
     from rdss.topology import Deployment
 
     messages = _messages(count, seed, True)
     figures = Figures(count, sum(len(orjson.dumps(m)) for m in messages) / count, "")
     endpoint = connect()
-    deployment = Deployment(f"bench{int(time.time())}")
     saved = dict(os.environ)
     os.environ.update({k: v for k, v in endpoint.environment().items() if k != "AWS_ENDPOINT_URL"})
     try:
-        with broker(url) as base, tempfile.TemporaryDirectory() as scratch:
+        with (
+            broker(url) as base,
+            tempfile.TemporaryDirectory() as scratch,
+            provisioned(endpoint, Deployment(f"bench{int(time.time())}"), shards=2) as deployment,
+        ):
             figures.broker = (
                 base.split("@")[-1].split("?")[0]
                 + " and "
                 + ("the embedded emulator" if endpoint.embedded else str(endpoint.url))
             )
-            provision(endpoint, deployment, shards=2)
             # the Kinesis side's Local Data Repository: a file of the run's own
             kinesis = (
                 f"kinesis://{deployment.environment}?region={endpoint.region}&ldr=sqlite://{scratch}/kinesis.sqlite"
@@ -162,8 +164,6 @@ def run_bridge(count: int, *, url: str | None = None, seed: int = 9) -> Figures:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-        if not endpoint.embedded:  # LocalStack or an account: its streams cost shards of a quota, and money
-            deprovision(endpoint, deployment)
         endpoint.stop()
     return figures
 

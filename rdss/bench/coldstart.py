@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -107,9 +106,7 @@ _INIT_DURATION = re.compile(r"Init Duration: ([0-9.]+) ms")
 
 
 def run(rounds: int = 7, logs: str | None = None) -> list[ColdStart]:
-    checkout = resources.cdk_app_checkout()
-    if checkout is not None and str(checkout) not in sys.path:  # the rdss command of `make setup`'s venv
-        sys.path.insert(0, str(checkout))
+    resources.checkout_on_path()  # the rdss command of `make setup`'s venv
     from stacks import lambda_python
     from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, built
 

@@ -9,7 +9,6 @@ call is real HTTP to the emulator (or to ``AWS_ENDPOINT_URL`` when set); a botoc
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -117,7 +116,7 @@ def run(count: int, *, shards: int = 2, realistic: bool = False, seed: int = 5, 
 
 def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = None) -> Figures:
     from rdss.gateway import Gateway
-    from rdss.local.emulator import deprovision, provision
+    from rdss.local.emulator import provisioned
     from rdss.repository.dynamodb import create_table
 
     count = len(messages)
@@ -126,29 +125,24 @@ def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = 
     deployment = Deployment(f"bench{int(time.time())}")
     ldr = f"bench-{deployment.environment}-ldr"
     try:
-        provision(endpoint, deployment, shards=shards)
-        counter = _Counter()
-        clients = {
-            "kinesis": counter.attach(endpoint.client("kinesis")),
-            "dynamodb": counter.attach(endpoint.client("dynamodb")),
-        }
-        create_table(clients["dynamodb"], ldr)
-        url = f"kinesis://{deployment.environment}?region={endpoint.region}&ldr=dynamodb://{ldr}"
-        if endpoint.url:
-            url += f"&endpoint={endpoint.url}"
-        with Gateway(url, application="bench", clients=clients) as gateway:
-            counter.active = True
-            started = time.perf_counter()
-            receipts = gateway.send_all(messages)
-            seconds = time.perf_counter() - started
-            counter.active = False
-        if len(receipts) != count:  # pragma: no cover - send_all raises first
-            raise AssertionError(f"{count - len(receipts)} messages not sent")
+        with provisioned(endpoint, deployment, shards=shards, tables=[ldr]):
+            counter = _Counter()
+            clients = {
+                "kinesis": counter.attach(endpoint.client("kinesis")),
+                "dynamodb": counter.attach(endpoint.client("dynamodb")),
+            }
+            create_table(clients["dynamodb"], ldr)
+            url = f"kinesis://{deployment.environment}?region={endpoint.region}&ldr=dynamodb://{ldr}"
+            if endpoint.url:
+                url += f"&endpoint={endpoint.url}"
+            with Gateway(url, application="bench", clients=clients) as gateway:
+                counter.active = True
+                started = time.perf_counter()
+                receipts = gateway.send_all(messages)
+                seconds = time.perf_counter() - started
+                counter.active = False
+            if len(receipts) != count:  # pragma: no cover - send_all raises first
+                raise AssertionError(f"{count - len(receipts)} messages not sent")
     finally:
-        if not endpoint.embedded:  # LocalStack or an account: its streams cost shards of a quota, and money
-            deprovision(endpoint, deployment)
-            dynamodb = endpoint.client("dynamodb")
-            with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
-                dynamodb.delete_table(TableName=ldr)
         endpoint.stop()
     return Figures(count, mean, shards, seconds, aws, dict(sorted(counter.calls.items())))

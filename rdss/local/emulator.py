@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,6 +285,26 @@ def deprovision(endpoint: Endpoint, deployment: Deployment) -> None:
             dynamodb.delete_table(TableName=deployment.table(table.name))
     for bucket in topology.buckets:
         empty_bucket(s3, deployment.bucket(bucket.name), delete=True)
+
+
+@contextlib.contextmanager
+def provisioned(
+    endpoint: Endpoint, deployment: Deployment, *, shards: int = 1, tables: Sequence[str] = ()
+) -> Iterator[Deployment]:
+    """A deployment for one run (a benchmark's): provisioned on entry. On exit, passed or failed,
+    on an endpoint someone else runs (LocalStack, an account: what is left there holds quota and
+    costs money) it is deprovisioned, and ``tables`` made beside it are deleted; the embedded
+    server's state goes with the server."""
+    try:
+        provision(endpoint, deployment, shards=shards)
+        yield deployment
+    finally:
+        if not endpoint.embedded:
+            deprovision(endpoint, deployment)
+            dynamodb = endpoint.client("dynamodb")
+            for table in tables:
+                with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
+                    dynamodb.delete_table(TableName=table)
 
 
 def empty_bucket(s3: Any, bucket: str, *, delete: bool = False) -> None:
