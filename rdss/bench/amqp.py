@@ -35,6 +35,7 @@ from urllib.parse import urlencode
 
 import orjson
 
+from rdss import resources
 from rdss.messages import Message
 from rdss.workload import Workload
 
@@ -59,6 +60,7 @@ def broker(url: str | None) -> Iterator[str]:
     if given:
         yield given
         return
+    resources.checkout_on_path()  # the rdss command of `make setup`'s venv, as python -m rdss
     try:
         from tests.support.rabbitmq import RabbitMQ, install
     except ImportError as error:  # an installed package has no tests/
@@ -125,8 +127,8 @@ def run(count: int, *, url: str | None = None, realistic: bool = True, seed: int
 def run_bridge(count: int, *, url: str | None = None, seed: int = 9) -> Figures:
     """The bridge moving ``count`` messages Kinesis -> RabbitMQ, then RabbitMQ -> Kinesis."""
     from rdss.bridge import open_bridge
-    from rdss.gateway import Gateway
     from rdss.local.emulator import connect, provisioned
+    from rdss.putrecords import PutRecordsBatcher, Record
     from rdss.topology import Deployment
 
     messages = _messages(count, seed, True)
@@ -152,8 +154,13 @@ def run_bridge(count: int, *, url: str | None = None, seed: int = 9) -> Figures:
             if endpoint.url:
                 kinesis += f"&endpoint={endpoint.url}"
             amqp = _scoped(base, Path(scratch) / "bridge.sqlite")
-            with Gateway(kinesis, application="bench-producer") as producer:
-                producer.send_all(messages, channel="metadata")
+            # the broker's output on metadata (a producer's send enters through input, and no broker runs here)
+            report = PutRecordsBatcher(endpoint.client("kinesis")).put(
+                Record(deployment.stream("metadata"), orjson.dumps(m), m["messageHeader"]["messageId"])
+                for m in messages
+            )
+            if not report.ok:
+                raise RuntimeError(f"{len(report.failed)} records not put on the metadata stream: {report.failed[:1]}")
             there = open_bridge(kinesis, amqp, ["metadata"], group="there", declare=["back"], poll_interval=0.05)
             back = open_bridge(amqp, kinesis, ["metadata"], group="back", poll_interval=0.05)
             back.step()  # its queues exist before anything arrives

@@ -186,3 +186,13 @@ def test_the_command_reports_an_unreachable_broker_in_one_line():
     assert result.returncode == 2
     assert result.stderr.startswith("rdss bridge: cannot connect to RabbitMQ at 127.0.0.1:1")
     assert "Traceback" not in result.stderr
+
+
+def test_the_bridge_benchmark_moves_messages_both_ways(rabbitmq):
+    """``rdss bench bridge`` puts the broker's output on metadata and times both bridges: it had
+    sent through a producer (which enters through input, where no broker ran) and timed nothing."""
+    done = run_rdss("bench", "bridge", "--messages", "200", "--json", "--url", rabbitmq.url, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rates = orjson.loads(done.stdout)["rates"]
+    assert rates["Kinesis -> RabbitMQ"] > 0
+    assert rates["RabbitMQ -> Kinesis"] > 0
