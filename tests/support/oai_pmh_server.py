@@ -6,8 +6,13 @@ with ``oai_dc`` records, ``from``/``until`` datestamps (inclusive, as the protoc
 deleted records (``status="deleted"``, no metadata), and the protocol's errors
 (``noRecordsMatch``, ``badResumptionToken``, ``cannotDisseminateFormat``, ``badArgument``,
 ``badVerb``). Tests change the records while it serves, expire tokens, and make it answer
-``503 Retry-After`` (how OAI-PMH servers apply flow control) - or behave as a hostile peer
-(:meth:`OaiPmhServer.hostile`): redirect elsewhere, answer without end, drip an answer.
+``503 Retry-After`` (how OAI-PMH servers apply flow control) - or behave as real repositories
+do: answer OAI-PMH errors with a 4xx (:attr:`OaiPmhServer.error_status`), answer any error on
+demand (:meth:`OaiPmhServer.fail`), hand out resumption tokens that loop
+(:meth:`OaiPmhServer.cycle`), write anything in ``completeListSize`` and ``cursor``
+(:attr:`OaiPmhServer.resumption_attributes`) or ``Retry-After`` - or as a hostile peer
+(:meth:`OaiPmhServer.hostile`): redirect elsewhere, answer without end, drip an answer, answer a
+status with a body that is not OAI-PMH.
 """
 
 from __future__ import annotations
@@ -51,9 +56,16 @@ class OaiPmhServer:
         self.records: dict[str, Record] = {r.identifier: r for r in records or []}
         self.page_size = page_size
         self.requests: list[dict[str, str]] = []
+        #: The HTTP status OAI-PMH errors are answered with (some repositories answer 400 or 404).
+        self.error_status = 200
+        #: ``completeListSize`` and ``cursor`` written as these strings instead of the counts.
+        self.resumption_attributes: dict[str, str] = {}
         self._tokens: dict[str, _Token] = {}
         self._lock = threading.Lock()
         self._busy = 0
+        self._retry_after: str | None = "1"
+        self._failures: list[tuple[str, str]] = []
+        self._cycle: tuple[int, int] | None = None
         self._hostile: Callable[[BaseHTTPRequestHandler], None] | None = None
         self._stopping = threading.Event()
         handler = type("Handler", (_Handler,), {"repository": self})
@@ -81,10 +93,27 @@ class OaiPmhServer:
         with self._lock:
             self._tokens.clear()
 
-    def busy(self, times: int) -> None:
-        """Answer the next ``times`` requests with 503 and ``Retry-After: 1``."""
+    def busy(self, times: int, retry_after: str | None = "1") -> None:
+        """Answer the next ``times`` requests with 503 and ``Retry-After: {retry_after}`` (any
+        text: see :func:`_header_text`; None: no Retry-After)."""
         with self._lock:
-            self._busy = times
+            self._busy, self._retry_after = times, retry_after
+
+    def fail(self, code: str, message: str = "refused", *, times: int = 1) -> None:
+        """Answer the next ``times`` ListRecords requests with the OAI-PMH error ``code``."""
+        with self._lock:
+            self._failures.extend([(code, message)] * times)
+
+    def cycle(self, first: int | None, length: int = 1) -> None:
+        """Hand out resumption tokens that loop: pages ``first .. first + length - 1`` (page 0
+        is the answer without a token) come round for ever, the last of them handing out the
+        token of page ``first`` again (``length`` 1: the very token the request carried).
+        Tokens are named after their page (``page-N``), so a page always hands out the same
+        token, and each stays usable. ``first`` None: list to the end again (a mended server)."""
+        if first is not None and (first < 1 or length < 1):
+            raise ValueError("a cycle starts at page 1 or later and has at least one page")
+        with self._lock:
+            self._cycle = None if first is None else (first, length)
 
     def hostile(self, behaviour: Callable[[BaseHTTPRequestHandler], None] | None) -> None:
         """Answer every request with ``behaviour`` (None: serve the protocol again); see
@@ -111,13 +140,18 @@ class OaiPmhServer:
             self.requests.append(query)
             if self._busy:
                 self._busy -= 1
-                return 503, {"Retry-After": "1"}, "busy"
+                return 503, {} if self._retry_after is None else {"Retry-After": self._retry_after}, "busy"
             verb = query.get("verb")
             if verb == "Identify":
-                return 200, {}, self._envelope(query, self._identify())
-            if verb == "ListRecords":
-                return 200, {}, self._envelope(query, self._list_records(query))
-            return 200, {}, self._envelope(query, _error("badVerb", f"unsupported verb {verb!r}"))
+                body = self._identify()
+            elif verb == "ListRecords" and self._failures:
+                body = _error(*self._failures.pop(0))
+            elif verb == "ListRecords":
+                body = self._list_records(query)
+            else:
+                body = _error("badVerb", f"unsupported verb {verb!r}")
+            status = self.error_status if body.startswith("<error ") else 200
+            return status, {}, self._envelope(query, body)
 
     def _identify(self) -> str:
         earliest = min((r.datestamp for r in self.records.values()), default="2000-01-01T00:00:00Z")
@@ -158,14 +192,22 @@ class OaiPmhServer:
         parts = ["<ListRecords>"]
         parts.extend(_record(self.records[i]) for i in page if i in self.records)
         following = token.offset + len(page)
-        if following < len(token.identifiers) or token.offset > 0:
-            attributes = f' completeListSize="{len(token.identifiers)}" cursor="{token.offset}"'
-            if following < len(token.identifiers):
-                name = uuid.uuid4().hex
-                self._tokens[name] = _Token(token.identifiers, following)
-                parts.append(f"<resumptionToken{attributes}>{name}</resumptionToken>")
-            else:
-                parts.append(f"<resumptionToken{attributes}/>")
+        attributes = {"completeListSize": str(len(token.identifiers)), "cursor": str(token.offset)}
+        attributes.update(self.resumption_attributes)
+        written = "".join(f" {name}={quoteattr(value)}" for name, value in attributes.items())
+        if self._cycle is not None:
+            first, length = self._cycle
+            number = token.offset // self.page_size
+            following = first if number >= first + length - 1 else number + 1
+            name = f"page-{following}"
+            self._tokens[name] = _Token(token.identifiers, following * self.page_size)
+            parts.append(f"<resumptionToken{written}>{name}</resumptionToken>")
+        elif following < len(token.identifiers):
+            name = uuid.uuid4().hex
+            self._tokens[name] = _Token(token.identifiers, following)
+            parts.append(f"<resumptionToken{written}>{name}</resumptionToken>")
+        elif token.offset > 0:
+            parts.append(f"<resumptionToken{written}/>")
         parts.append("</ListRecords>")
         return "".join(parts)
 
@@ -185,7 +227,7 @@ def _stamp(value: str) -> str:
 
 
 def _error(code: str, message: str) -> str:
-    return f'<error code="{code}">{escape(message)}</error>'
+    return f"<error code={quoteattr(code)}>{escape(message)}</error>"
 
 
 def _record(record: Record) -> str:
@@ -261,6 +303,33 @@ def drip(every: float) -> Callable[[BaseHTTPRequestHandler], None]:
     return answer
 
 
+def status(
+    code: int, body: bytes, content_type: str | None = "text/html", *, length: str | None = None
+) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Answer every request with HTTP ``code`` and ``body`` (a proxy's error page, say), its
+    Content-Length ``length`` (any text) or else the body's."""
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(code)
+        if content_type is not None:
+            handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", _header_text(str(len(body)) if length is None else length))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return answer
+
+
+def _header_text(value: str) -> str:
+    """``value`` as http.server writes headers (Latin-1): as itself when Latin-1 holds it ("²"
+    is one byte, read back as "²"), else as its UTF-8 bytes."""
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8").decode("latin-1")
+    return value
+
+
 class _Handler(BaseHTTPRequestHandler):
     repository: Any
 
@@ -275,10 +344,10 @@ class _Handler(BaseHTTPRequestHandler):
         status, headers, body = self.repository.answer(query)
         data = body.encode("utf-8")
         self.send_response(status)
-        self.send_header("Content-Type", "text/xml; charset=utf-8" if status == 200 else "text/plain")
+        self.send_header("Content-Type", "text/xml; charset=utf-8" if body.startswith("<?xml") else "text/plain")
         self.send_header("Content-Length", str(len(data)))
         for name, value in headers.items():
-            self.send_header(name, value)
+            self.send_header(name, _header_text(value))
         self.end_headers()
         self.wfile.write(data)
 

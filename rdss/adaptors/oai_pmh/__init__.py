@@ -17,6 +17,10 @@ gateway:
   identifier are written to the state file atomically (a temporary file, fsync, rename). A
   restart continues with the saved token, or - when the server no longer knows it
   (``badResumptionToken``) - harvests again from the saved ``from``;
+* **finite**: a resumption token that comes back (the list loops) stops the harvest with
+  :class:`ResumptionTokenLoop`, the position kept at that token as first saved
+  (:mod:`rdss.adaptors.oai_pmh.tokens`); ``noRecordsMatch`` is an empty list, whatever the HTTP
+  status it comes with;
 * **at least once, without duplicates downstream**: objectUuid and messageId are UUIDv5s of
   (repository, identifier, datestamp), so a page published again after a crash carries the same
   messageIds, which receivers drop as duplicates.
@@ -44,6 +48,7 @@ from rdss.adaptors.oai_pmh.client import (
 )
 from rdss.adaptors.oai_pmh.dublin_core import NAMESPACE, Known, Profile, object_uuid, research_object, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
+from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
 
 __all__ = [
     "DC",
@@ -60,6 +65,8 @@ __all__ = [
     "Page",
     "Profile",
     "Record",
+    "ResumptionTokenLoop",
+    "TokenTrail",
     "object_uuid",
     "research_object",
     "translate",

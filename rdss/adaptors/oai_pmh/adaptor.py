@@ -14,6 +14,7 @@ from rdss import messages, timestamps
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page
 from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
+from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
 from rdss.display import shorten
 from rdss.messages import Message
 from rdss.validation import validate
@@ -78,6 +79,9 @@ class OaiPmhAdaptor:
         """One incremental harvest, page by page, each page published then saved.
 
         Raises:
+            ResumptionTokenLoop: a resumption token came back (the list loops); the pages listed
+                are published, and the position is the one saved with that token when it was
+                first handed out, where the next harvest resumes (and stops likewise).
             HarvestError: the repository failed (after retries); the position is that of the
                 last page published.
             Exception: whatever ``publish`` raised; that page is harvested again next time.
@@ -85,6 +89,7 @@ class OaiPmhAdaptor:
         stop = stop or threading.Event()
         stats = HarvestStats()
         state = self.state
+        trail = TokenTrail()
         if state.token is not None:
             try:
                 page = self.client.list_records(token=state.token)
@@ -95,10 +100,29 @@ class OaiPmhAdaptor:
                 )
                 state.token = None
                 page = self._first_page()
+            else:
+                trail.resumed_with(state.token, state.high_water)
         else:
             page = self._first_page()
         while True:
             self._publish_page(page, stats)
+            if page.no_records_match and state.token is not None:
+                # noRecordsMatch to a resumption token: the list was cut short (a server that
+                # says so of an expired token, say). What it did not list may be older than
+                # what it did, so the next harvest starts from the same ``from``, not past it.
+                _log.warning(
+                    "the repository answered noRecordsMatch to a resumption token: the next harvest "
+                    "starts again from %s",
+                    shorten(state.from_ or "the start", 40),
+                )
+                state.high_water = None
+            if page.token is not None:
+                first = trail.seen(page.token)
+                if first is not None:
+                    state.token, state.high_water = page.token, first.high_water
+                    state.save(self.state_file)
+                    raise ResumptionTokenLoop(page.token, first.page, trail.pages + 1)
+                trail.handed_out(page.token, state.high_water)
             state.token = page.token
             if page.token is None:
                 state.from_ = state.high_water or state.from_

@@ -1,6 +1,12 @@
 """The OAI-PMH protocol as a harvester needs it: Identify and ListRecords pages over HTTP(S),
 with 503 ``Retry-After`` honoured and timeouts and 5xx retried with a backoff.
 
+Repositories are read as they behave, not as the protocol says they should: an OAI-PMH error is
+taken from the body whatever the HTTP status (some answer ``noRecordsMatch`` or
+``badResumptionToken`` with a 400 or a 404), and what a harvester can do without - a
+``completeListSize`` or ``cursor`` that is not a number, a ``Retry-After`` that is neither
+seconds nor a date - is ignored rather than trusted.
+
 The repository is a partner's server, not ours to trust: each request follows redirects only to
 the same scheme and host, reads at most ``max_bytes`` of answer, and ends at ``deadline``
 seconds whatever the server does (one that drips a byte every few seconds included) - see
@@ -13,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import logging
+import re
 import socket
 import time
 import urllib.error
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Fetcher, Refused
+from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Answer, Fetcher, Refused
 from rdss.display import shorten
 from rdss.retry import Backoff
 
@@ -33,6 +40,10 @@ DC = "{http://purl.org/dc/elements/1.1/}"
 
 #: Timeouts and 5xx: retried 0.5 s doubling to 30 s (jittered), eight times.
 NETWORK_BACKOFF = Backoff(max_retries=8, base=0.25, cap=30.0, jitter=True)
+#: The longest wait a ``Retry-After`` gets.
+MAX_RETRY_AFTER = 300.0
+#: Server errors worth another attempt (503 is the protocol's flow control).
+_RETRIED = (500, 502, 503, 504)
 
 
 class HarvestError(Exception):
@@ -64,7 +75,11 @@ class Page:
     records: list[Record]
     #: The token for the next page; None on the last one.
     token: str | None = None
+    #: The resumption token's ``completeListSize`` and ``cursor``; None when absent or not a number.
     complete_list_size: int | None = None
+    cursor: int | None = None
+    #: The answer was ``noRecordsMatch``: an empty list (after a resumption token: a list cut short).
+    no_records_match: bool = False
 
 
 # -- the protocol --------------------------------------------------------------------------------
@@ -116,7 +131,8 @@ class OaiPmhClient:
 
         Raises:
             BadResumptionToken: the token expired.
-            HarvestError: any other OAI-PMH error (``noRecordsMatch`` is an empty page, not one).
+            HarvestError: any other OAI-PMH error (``noRecordsMatch`` is an empty page marked
+                :attr:`Page.no_records_match`, not one).
         """
         if token is not None:
             params = {"verb": "ListRecords", "resumptionToken": token}
@@ -130,7 +146,7 @@ class OaiPmhClient:
             root = self._get(params)
         except HarvestError as error:
             if error.code == "noRecordsMatch":
-                return Page([])
+                return Page([], no_records_match=True)
             raise
         listing = root.find(f"{OAI}ListRecords")
         if listing is None:
@@ -138,8 +154,11 @@ class OaiPmhClient:
         records = [_record(element) for element in listing.findall(f"{OAI}record")]
         resumption = listing.find(f"{OAI}resumptionToken")
         following = (resumption.text or "").strip() if resumption is not None else ""
-        size = resumption.get("completeListSize") if resumption is not None else None
-        return Page(records, following or None, int(size) if size and size.isdigit() else None)
+        if resumption is None:
+            return Page(records)
+        return Page(
+            records, following or None, _count(resumption.get("completeListSize")), _count(resumption.get("cursor"))
+        )
 
     def _get(self, params: Mapping[str, str]) -> ET.Element:
         url = f"{self.base_url}?{urlencode(params)}"
@@ -148,20 +167,22 @@ class OaiPmhClient:
         while True:
             self.requests += 1
             try:
-                body = self.fetcher.get(url)
-                break
+                answer = self.fetcher.get(url)
             except Refused as refused:  # a redirect elsewhere, an answer over the cap: not again
                 raise HarvestError(f"{shown}: {refused}", refused.code) from None
-            except urllib.error.HTTPError as error:
-                if error.code not in (500, 502, 503, 504):
-                    raise HarvestError(f"HTTP {error.code} from {shown}", "httpError") from error
-                delay = _retry_after(error.headers.get("Retry-After")) if error.code == 503 else None
-                why = f"HTTP {error.code}"
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
                 reason = getattr(error, "reason", error)
                 if not _transient(reason):
                     raise HarvestError(f"{shown}: {reason}", "unreachable") from None
                 delay, why = None, shorten(str(reason), 200)
+            else:
+                if 200 <= answer.status < 300:
+                    return _oai_pmh(answer.body)
+                failed = _failure(answer, shown)
+                if failed is not None:
+                    raise failed
+                delay = _retry_after(answer.headers.get("Retry-After")) if answer.status == 503 else None
+                why = f"HTTP {answer.status}"
             backoff = next(delays, None)
             if backoff is None:
                 raise HarvestError(
@@ -170,16 +191,58 @@ class OaiPmhClient:
             wait = delay if delay is not None else backoff
             _log.warning("OAI-PMH request failed (%s); retrying in %.1f s", why, wait)
             self.sleep(wait)
-        try:
-            root = ET.fromstring(body)
-        except ET.ParseError as error:
-            raise HarvestError(f"not XML: {error}", "badXML") from error
-        found = root.find(f"{OAI}error")
-        if found is not None:
-            code = found.get("code", "unknown")
-            text = (found.text or "").strip()
-            raise (BadResumptionToken if code == "badResumptionToken" else HarvestError)(text, code)
-        return root
+
+
+def _oai_pmh(body: bytes) -> ET.Element:
+    """The OAI-PMH answer in ``body``.
+
+    Raises:
+        BadResumptionToken, HarvestError: the answer is an OAI-PMH error, or not XML.
+    """
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as error:
+        raise HarvestError(f"not XML: {error}", "badXML") from error
+    failure = _error(root)
+    if failure is not None:
+        raise failure
+    return root
+
+
+def _failure(answer: Answer, shown: str) -> HarvestError | None:
+    """What a status other than 2xx means: the OAI-PMH error its body carries, or an HTTP
+    failure in one line - or None when the request is worth another attempt (503 is flow
+    control whatever its body says; a 5xx without an OAI-PMH error may pass)."""
+    if answer.status == 503:
+        return None
+    root = None
+    with contextlib.suppress(ET.ParseError):
+        root = ET.fromstring(answer.body)
+    if root is not None and root.tag == f"{OAI}OAI-PMH":
+        error = _error(root)
+        if error is not None:
+            return error
+    if answer.status in _RETRIED:
+        return None
+    # the reason phrase and the type are the server's to choose (urllib's own reason for a
+    # redirect loop spans lines): one line each, cut
+    kind = shorten(" ".join(answer.headers.get("Content-Type", "").split()), 60) or "no Content-Type"
+    said = f"{len(answer.body):,} bytes of {kind}" if answer.body else "an empty body"
+    reason = shorten(" ".join(answer.reason.split()), 160)
+    reason = f" {reason}" if reason else ""
+    return HarvestError(f"HTTP {answer.status}{reason} from {shown}, not an OAI-PMH error: {said}", "httpError")
+
+
+def _error(root: ET.Element) -> HarvestError | None:
+    """The OAI-PMH error an answer carries (the first, when several), or None."""
+    errors = root.findall(f"{OAI}error")
+    if not errors:
+        return None
+    code = shorten(" ".join(errors[0].get("code", "").split()), 60) or "unknown"
+    text = shorten(" ".join((errors[0].text or "").split()), 300)
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1:,} more error(s))"
+    return (BadResumptionToken if code == "badResumptionToken" else HarvestError)(text, code)
 
 
 def _transient(reason: object) -> bool:
@@ -195,15 +258,34 @@ def _transient(reason: object) -> bool:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait per a Retry-After header (seconds or an HTTP date), at most 5 minutes."""
-    if not value:
+    """Seconds to wait per a Retry-After header (seconds or an HTTP date), at most
+    :data:`MAX_RETRY_AFTER`; None - the backoff's own wait - for anything else."""
+    text = (value or "").strip()
+    if not text:
         return None
-    if value.strip().isdigit():
-        return min(300.0, float(value))
-    with contextlib.suppress(TypeError, ValueError):
-        moment = email.utils.parsedate_to_datetime(value)
-        return max(0.0, min(300.0, (moment - datetime.now(UTC)).total_seconds()))
-    return None
+    if _SECONDS.fullmatch(text):
+        return min(MAX_RETRY_AFTER, float(text))  # float takes any number of digits (10^400: inf)
+    try:
+        moment = email.utils.parsedate_to_datetime(text)
+        if moment.tzinfo is None:  # "-0000": a time in UTC whose source zone is unknown
+            moment = moment.replace(tzinfo=UTC)
+        seconds = (moment - datetime.now(UTC)).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):  # not a date, or not one datetime holds
+        return None
+    return max(0.0, min(MAX_RETRY_AFTER, seconds))
+
+
+def _count(value: str | None) -> int | None:
+    """A ``completeListSize`` or ``cursor``: a whole number in ASCII digits, else None (ignored:
+    nothing depends on it)."""
+    text = (value or "").strip()
+    return int(text) if _COUNT.fullmatch(text) else None
+
+
+#: delay-seconds: ASCII digits (str.isdigit would take "²" and "٣")
+_SECONDS = re.compile(r"[0-9]+")
+#: up to 18 digits: a count no repository reaches, short of int's limit on digits
+_COUNT = re.compile(r"[0-9]{1,18}")
 
 
 def _record(element: ET.Element) -> Record:

@@ -292,8 +292,23 @@ def moment(datestamp: str) -> datetime:
 
 
 def _unique(items: list[Any]) -> list[Any]:
-    seen: list[Any] = []
+    """``items`` without repeats, in first-seen order, in one pass: a record may carry 100,000
+    subjects, and comparing each with every one kept before would take minutes."""
+    seen: set[Any] = set()
+    kept: list[Any] = []
     for item in items:
-        if item not in seen:
-            seen.append(item)
-    return seen
+        key = _hashable(item)
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
+
+
+def _hashable(value: Any) -> Any:
+    """A hashable stand-in for ``value``, equal for equal JSON values (dicts whatever their
+    order; a list is not a tuple)."""
+    if isinstance(value, dict):
+        return ("{}", frozenset((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[]", tuple(_hashable(v) for v in value))
+    return value

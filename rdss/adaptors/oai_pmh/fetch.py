@@ -1,6 +1,9 @@
 """One HTTP GET of a partner's server, contained: redirects only to the same scheme and host, at
 most ``max_bytes`` read, and a deadline for the whole request whatever the server does.
 
+The answer is read whatever its status: some repositories carry an OAI-PMH error in the body of a
+400 or a 404, and only the body says which one it is.
+
 A per-read timeout alone does not bound a request: a server that sends one byte every few
 seconds never lets a read time out. So a timer shuts the request's sockets down when the
 deadline passes, which ends a blocked read at once, and the answer is read in pieces so that the
@@ -13,7 +16,10 @@ import contextlib
 import http.client
 import socket
 import threading
+import urllib.error
 import urllib.request
+from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 from urllib.parse import SplitResult, urljoin, urlsplit
 
@@ -36,6 +42,17 @@ class Refused(Exception):
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer, whatever its status, with its body read within the limits."""
+
+    status: int
+    #: The status line's reason phrase (the server's to choose).
+    reason: str
+    headers: Message
+    body: bytes
 
 
 class DeadlineExceeded(TimeoutError):
@@ -164,21 +181,26 @@ class Fetcher:
         self.deadline = deadline
         self.timeout = timeout
 
-    def get(self, url: str) -> bytes:
-        """The body of a 2xx answer to GET ``url``.
+    def get(self, url: str) -> Answer:
+        """The answer to GET ``url`` (after same-host redirects), whatever its status.
 
         Raises:
             Refused: a redirect elsewhere, or an answer over ``max_bytes``.
             DeadlineExceeded: no complete answer within ``deadline`` seconds.
-            urllib.error.HTTPError: a status other than 2xx (after same-host redirects).
             OSError: the network (connection refused, reset, a name that does not resolve...).
         """
         watch = _Watch(self.deadline)
         opener = urllib.request.build_opener(_HTTP(watch), _HTTPS(watch), _SameHost(self.origin))
         request = urllib.request.Request(url, headers={"User-Agent": f"rdss-oai-pmh-adaptor/{__version__}"})
         try:
-            with opener.open(request, timeout=min(self.timeout, self.deadline)) as response:
+            try:
+                response = opener.open(request, timeout=min(self.timeout, self.deadline))
+                status, reason = response.status, response.reason
+            except urllib.error.HTTPError as error:  # not 2xx: the body may still say why
+                response, status, reason = error, error.code, str(error.msg or "")
+            with response:
                 body = self._read(response)
+                headers = response.headers
         except (OSError, http.client.HTTPException) as error:
             if watch.expired:
                 raise self._late() from None
@@ -190,12 +212,16 @@ class Fetcher:
             watch.cancel()
         if watch.expired:  # the shut socket ended the read early: the body is not whole
             raise self._late()
-        return body
+        return Answer(status, reason, headers, body)
 
-    def _read(self, response: http.client.HTTPResponse) -> bytes:
-        declared = response.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            raise self._too_large(f"{int(declared):,} bytes")
+    def _read(self, response: Any) -> bytes:
+        """The body of an answer (an HTTPResponse, or the HTTPError that wraps one)."""
+        declared = response.headers.get("Content-Length", "").strip()
+        # ASCII digits only ("²" is a digit to str.isdigit, not to int), and not thousands of them
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > self.max_bytes):
+            raise self._too_large(
+                f"{int(declared):,} bytes" if len(declared) <= 18 else f"a {len(declared)}-digit number of bytes"
+            )
         pieces: list[bytes] = []
         size = 0
         while True:
@@ -217,4 +243,4 @@ class Fetcher:
         return DeadlineExceeded(f"no complete answer within {self.deadline:g} s (--deadline)")
 
 
-__all__ = ["DEFAULT_DEADLINE", "DEFAULT_MAX_BYTES", "DeadlineExceeded", "Fetcher", "Refused"]
+__all__ = ["DEFAULT_DEADLINE", "DEFAULT_MAX_BYTES", "Answer", "DeadlineExceeded", "Fetcher", "Refused"]
