@@ -144,4 +144,5 @@ def no_credentials(role_arn: str, endpoint: str | None) -> str:
             f"{line}; rdss local up serves {running.endpoint} now, not {endpoint}: "
             "print the vendor's URL again with rdss vendor config NAME"
         )
-    return f"{line}; for rdss local up's deployment, run where it runs: its state file ({localstate.state_file()}) gives them"
+    state_file = localstate.state_file()
+    return f"{line}; for rdss local up's deployment, run where it runs: its state file ({state_file}) gives them"

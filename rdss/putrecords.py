@@ -173,11 +173,12 @@ class PutRecordsBatcher:
         except (ClientError, BotoCoreError) as error:
             # throttling, 5xx, timeouts are retried; connection refused, no credentials, a missing
             # stream fail the same way every time, so the records fail now (rdss.awserrors)
-            if isinstance(error, ClientError):
+            if isinstance(error, ClientError):  # AWS's own words, without botocore's preamble
                 code = error.response.get("Error", {}).get("Code", "ClientError")
+                message = " ".join(str(error.response.get("Error", {}).get("Message") or error).split())
             else:
                 code = type(error).__name__
-            message = " ".join(str(error).split())
+                message = " ".join(str(error).split())
             if self.retry_on(error):
                 return [(record, code, message) for record in chunk]
             report.failed.extend(Failed(record, code, message) for record in chunk)
