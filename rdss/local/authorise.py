@@ -118,10 +118,16 @@ class Authoriser:
 def _scope(environ: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(access key, region, service) of a SigV4-signed request, from its Authorization header
     or a presigned URL's ``X-Amz-Credential``; None when unsigned."""
-    found = _CREDENTIAL.search(str(environ.get("HTTP_AUTHORIZATION", "")))
-    if found is None:
-        credential = parse_qs(str(environ.get("QUERY_STRING", ""))).get("X-Amz-Credential")
-        found = _CREDENTIAL.search(f"Credential={unquote(credential[0])}") if credential else None
+    header = str(environ.get("HTTP_AUTHORIZATION", ""))
+    start = header.find("Credential=")
+    if start >= 0:  # every request of every client: string operations, no regular expression
+        end = header.find(",", start)
+        scope = header[start + len("Credential=") : end if end >= 0 else None].strip().split("/")
+        return (scope[0], scope[2], scope[3]) if len(scope) == 5 and scope[4] == "aws4_request" else None
+    if "X-Amz-Credential" not in str(environ.get("QUERY_STRING", "")):
+        return None
+    credential = parse_qs(str(environ.get("QUERY_STRING", ""))).get("X-Amz-Credential")
+    found = _CREDENTIAL.search(f"Credential={unquote(credential[0])}") if credential else None
     return (found[1], found[2], found[3]) if found else None
 
 

@@ -296,3 +296,39 @@ def _stream_call(kinesis: Any, own: Any, action: str, stream: str) -> Any:
         )
     iterator = own.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="LATEST")
     return lambda: kinesis.get_records(ShardIterator=iterator["ShardIterator"], Limit=1)
+
+
+def test_every_other_service_refuses_a_vendor_in_its_own_form(runtime: Runtime, gateways: dict[str, Gateway]) -> None:
+    """Buckets (S3's REST and XML), IAM and CloudFormation (the query protocol), KMS and
+    Firehose (JSON): nothing a vendor's role does not grant, each refusal read by boto3 as
+    AccessDenied(Exception) - and who the caller is stays answered."""
+    import boto3
+
+    signer = gateways[CONSUMER].transport.kinesis._request_signer  # type: ignore[attr-defined]
+    frozen = signer._credentials.get_frozen_credentials()
+    session = boto3.Session(
+        aws_access_key_id=frozen.access_key,
+        aws_secret_access_key=frozen.secret_key,
+        aws_session_token=frozen.token,
+        region_name=runtime.endpoint.region,
+    )
+
+    def client(service: str) -> Any:
+        return session.client(service, endpoint_url=runtime.endpoint.url)
+
+    bucket = runtime.deployment.bucket("audit")
+    for call in (
+        lambda: client("s3").list_objects_v2(Bucket=bucket),
+        lambda: client("s3").put_object(Bucket=bucket, Key="k", Body=b"x"),
+        lambda: client("iam").list_roles(),
+        lambda: client("cloudformation").describe_stacks(),
+        lambda: client("kms").list_keys(),
+        lambda: client("firehose").list_delivery_streams(),
+        lambda: client("sts").assume_role(RoleArn="arn:aws:iam::123456789012:role/any", RoleSessionName="chained"),
+    ):
+        with pytest.raises(ClientError) as raised:
+            call()
+        assert denied(raised.value), raised.value
+    kept = runtime.endpoint.client("s3").list_objects_v2(Bucket=bucket, Prefix="k").get("Contents", [])
+    assert [o["Key"] for o in kept if o["Key"] == "k"] == []  # the refused put wrote nothing
+    assert f"vendor-{CONSUMER}/" in client("sts").get_caller_identity()["Arn"]
