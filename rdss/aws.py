@@ -94,9 +94,18 @@ def assumed_session(
 
     A vendor's gateway runs this way: its own credentials only let it assume its role in the
     deployment's account (``rdss vendor config`` prints the role and external ID).
+
+    Raises:
+        ClientConfigurationError: no credentials to assume it with (one line saying where to
+            give them).
+        BotoCoreError: STS cannot be reached, or ClientError: STS refused the role.
     """
-    local = localstate.client_settings(endpoint or os.environ.get("AWS_ENDPOINT_URL"))
+    aimed_at = endpoint or os.environ.get("AWS_ENDPOINT_URL")
+    local = localstate.client_settings(aimed_at)
     source = boto3.Session(**{**local, **({"region_name": region} if region else {})})
+    credentials = source.get_credentials()
+    if credentials is None:  # botocore's fetcher would fail on None with an AttributeError
+        raise ClientConfigurationError(problem=no_credentials(role_arn, aimed_at))
     sts_kwargs: dict[str, Any] = {"config": CLIENT_CONFIG}
     if endpoint:
         sts_kwargs["endpoint_url"] = endpoint
@@ -105,7 +114,7 @@ def assumed_session(
         extra["ExternalId"] = external_id
     fetcher = AssumeRoleCredentialFetcher(
         client_creator=lambda service, **kwargs: source.client(service, **{**kwargs, **sts_kwargs}),
-        source_credentials=source.get_credentials(),
+        source_credentials=credentials,
         role_arn=role_arn,
         extra_args=extra,
     )
@@ -117,3 +126,23 @@ def assumed_session(
         method="assume-role", refresh_using=fetcher.fetch_credentials
     )
     return boto3.Session(botocore_session=botocore_session, region_name=region or source.region_name)
+
+
+def no_credentials(role_arn: str, endpoint: str | None) -> str:
+    """One line saying that no credentials were found to assume ``role_arn`` with, and where to
+    give them: the vendor's own in AWS; for the local runtime, where it runs (its state file
+    gives them), or its new address when the URL names one it no longer serves."""
+    line = (
+        f"no AWS credentials to assume role {role_arn} with: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (the vendor's own credentials; the role gives them the deployment's permissions)"
+    )
+    if not endpoint:
+        return line
+    running = localstate.read()
+    if running is not None:
+        return (
+            f"{line}; rdss local up serves {running.endpoint} now, not {endpoint}: "
+            "print the vendor's URL again with rdss vendor config NAME"
+        )
+    state_file = localstate.state_file()
+    return f"{line}; for rdss local up's deployment, run where it runs: its state file ({state_file}) gives them"

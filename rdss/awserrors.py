@@ -7,19 +7,28 @@ resolve, no credentials or region, a parameter AWS refuses, a stream that is not
 the same way on every attempt, so it fails at once; :func:`unusable` tells a caller that the
 deployment as named cannot be used at all (a usage error, not a verdict on a message).
 
+One exception: a connection refused or reset by an endpoint that has already answered the same
+client (:class:`Answered`) is an endpoint restarting (``rdss local up`` stopped and started, a
+proxy redeployed), not a wrong address, and is retried like the other passing failures.
+
 Only botocore's exceptions are imported here (no boto3): the memory backend and the processors
 classify failures without paying for a client library they may not use.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionClosedError,
     ConnectTimeoutError,
+    HTTPClientError,
     ReadTimeoutError,
+    SSLError,
 )
+from botocore.exceptions import ConnectionError as NoAnswer
 
 #: Error codes of a call that may well succeed if tried again: throttling and the services'
 #: transient faults (a 5xx status counts too, whatever its code).
@@ -91,6 +100,40 @@ def transient(error: BaseException) -> bool:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
         return code in TRANSIENT_CODES or int(status) >= 500 or int(status) == 429
     return isinstance(error, ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError)
+
+
+def connection_lost(error: BaseException) -> bool:
+    """True when a call got no answer at all: the connection refused, reset or cut, the name not
+    resolved. A certificate refused (SSLError) is not lost: it fails the same way again."""
+    return isinstance(error, NoAnswer | HTTPClientError) and not isinstance(error, SSLError)
+
+
+class Answered:
+    """Whether the endpoint of the clients it watches has answered one of them yet (any HTTP
+    answer: a refusal is an answer too).
+
+    A connection refused by an endpoint that never answered is a wrong address, told at once; by
+    one that has answered, it is that endpoint going away and coming back (a restart), retried
+    within the caller's backoff (:meth:`transient`). boto3's own standard retry mode retries both,
+    a few times within seconds: that covers a dropped connection, not a server's restart.
+    """
+
+    def __init__(self) -> None:
+        self.answered = False
+
+    def watch(self, client: Any) -> None:
+        """Count ``client``'s answers (a boto3 client; anything without botocore's event system,
+        such as a test's stand-in, is ignored)."""
+        events = getattr(getattr(client, "meta", None), "events", None)
+        if events is not None:
+            events.register("after-call", self._answer)
+
+    def _answer(self, **_: Any) -> None:
+        self.answered = True
+
+    def transient(self, error: BaseException) -> bool:
+        """:func:`transient`, and a connection lost once the endpoint has answered."""
+        return transient(error) or (self.answered and connection_lost(error))
 
 
 def unusable(code: str) -> bool:

@@ -96,8 +96,16 @@ class PutRecordsBatcher:
         sleep: Callable[[float], None] = time.sleep,
         max_record_bytes: int = MAX_RECORD_BYTES,
         logger: logging.Logger | None = None,
+        retry_on: Callable[[BaseException], bool] = transient,
     ) -> None:
+        """
+        Args:
+            retry_on: which failures of a whole call are worth another attempt (default
+                :func:`rdss.awserrors.transient`; a gateway adds a connection lost after its
+                endpoint answered, :class:`rdss.awserrors.Answered`).
+        """
         self.client = client
+        self.retry_on = retry_on
         self.backoff = backoff
         self.sleep = sleep
         self.max_record_bytes = max_record_bytes
@@ -164,13 +172,14 @@ class PutRecordsBatcher:
             response = self.client.put_records(StreamName=stream, Records=entries)
         except (ClientError, BotoCoreError) as error:
             # throttling, 5xx, timeouts are retried; connection refused, no credentials, a missing
-            # stream fail the same way every time, so the records fail now (rdss.aws.transient)
-            if isinstance(error, ClientError):
+            # stream fail the same way every time, so the records fail now (rdss.awserrors)
+            if isinstance(error, ClientError):  # AWS's own words, without botocore's preamble
                 code = error.response.get("Error", {}).get("Code", "ClientError")
+                message = " ".join(str(error.response.get("Error", {}).get("Message") or error).split())
             else:
                 code = type(error).__name__
-            message = " ".join(str(error).split())
-            if transient(error):
+                message = " ".join(str(error).split())
+            if self.retry_on(error):
                 return [(record, code, message) for record in chunk]
             report.failed.extend(Failed(record, code, message) for record in chunk)
             return []

@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.aws import CLIENT_CONFIG, assumed_session
 from rdss.aws import client as aws_client
-from rdss.awserrors import describe, unusable
+from rdss.awserrors import Answered, describe, unusable
 from rdss.gateway.backend import (
     Backend,
     Settings,
@@ -189,7 +189,12 @@ class KinesisTransport(LogTransport):
         dynamodb: Any,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(settings, kinesis, clock=clock)
+        # once the deployment has answered, a connection refused or reset is it restarting
+        # (rdss local up, a proxy): sends are retried with the backoff, GENERR005 on giving up
+        self.answered = Answered()
+        for client in (kinesis, dynamodb):
+            self.answered.watch(client)
+        super().__init__(settings, kinesis, clock=clock, retry_on=self.answered.transient)
         self.deployment = deployment
         self.kinesis = kinesis
         self.dynamodb = dynamodb

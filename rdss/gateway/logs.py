@@ -15,6 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
+from rdss.awserrors import transient
 from rdss.gateway.backend import Consumer, Outcome, Outgoing, Settings, StartPosition
 from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, LeaseStore
 from rdss.gateway.leases import LeaseCoordinator, worker_id
@@ -27,14 +28,22 @@ class LogTransport(ABC):
 
     scheme: str
 
-    def __init__(self, settings: Settings, put_records: object, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        put_records: object,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        retry_on: Callable[[BaseException], bool] = transient,
+    ) -> None:
         """
         Args:
             put_records: what answers ``put_records`` (a Kinesis client, the memory bus).
+            retry_on: which failures of a PutRecords call are retried with the backoff.
         """
         self.settings = settings
         self.clock = clock
-        self.batcher = PutRecordsBatcher(put_records, backoff=settings.backoff)
+        self.batcher = PutRecordsBatcher(put_records, backoff=settings.backoff, retry_on=retry_on)
 
     @abstractmethod
     def address(self, channel: str) -> str:

@@ -166,7 +166,7 @@ class DurableApp:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD", "GET") in _SAFE_METHODS:
             return self.app(environ, start_response)
-        body = _read_body(environ)
+        body = read_body(environ)
         if not mutating(environ, body):
             return self.app(environ, start_response)
         captured = _captured(environ)
@@ -298,7 +298,7 @@ class DurableApp:
         self._compact_due.set()
 
 
-def _read_body(environ: dict[str, Any]) -> bytes:
+def read_body(environ: dict[str, Any]) -> bytes:
     """The request's bytes, read whole (chunked or not), and the environ set to read them again."""
     stream = environ["wsgi.input"]
     if environ.get("wsgi.input_terminated"):  # chunked: the server ends the stream

@@ -1,8 +1,10 @@
 """Embedded AWS: moto's server in this process, on a free loopback port, spoken to over HTTP.
 
 Everything talks to it with ordinary boto3 clients (``AWS_ENDPOINT_URL``), so code under test
-makes the same API calls it makes in AWS. :class:`Emulator` keeps its state in memory, or on disk
-in a state directory (:mod:`rdss.local.durable`), and takes connections only once told to.
+makes the same API calls it makes in AWS, and a role assumed in it is held to its policies
+(:mod:`rdss.local.authorise`), so a vendor's gateway is refused here what AWS would refuse it.
+:class:`Emulator` keeps its state in memory, or on disk in a state directory
+(:mod:`rdss.local.durable`), and takes connections only once told to.
 :func:`provision` creates the topology's streams, tables and buckets for one deployment - the
 same description the CDK app deploys.
 
@@ -23,6 +25,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from rdss.local.authorise import Authoriser
 from rdss.local.durable import Changes, DurableApp, Recovery
 from rdss.local.server import Listener
 from rdss.local.state import StateDirectory
@@ -96,7 +99,9 @@ class Emulator:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         self.region = region
         self.app = DurableApp(DomainDispatcherApplication(create_backend_app), state, compact_every=compact_every)
-        self.public = Listener(self.app, port)
+        # what a vendor's role may not do is refused before moto (and the journal) sees it
+        self.served = Authoriser(self.app)
+        self.public = Listener(self.served, port)
         self._private: Listener | None = None
 
     def recover(self) -> Recovery:
@@ -107,7 +112,7 @@ class Emulator:
         """An endpoint on a port of its own, open now, for the runtime's clients while the public
         port stays closed (provisioning) and after."""
         if self._private is None:
-            self._private = Listener(self.app)
+            self._private = Listener(self.served)
             self._private.open()
         return Endpoint(self._private.url, self.region, dict(_CREDENTIALS), self, self.app.changes)
 

@@ -6,13 +6,13 @@ managed policy per vendor - the trust statement and policy statements of
 stack has, so ``rdss vendor config NAME --env <env> --endpoint URL`` reads a local deployment
 exactly as it reads a deployed one.
 
-The emulator (moto) does not evaluate IAM policies: locally the role proves the configuration
-(assuming it with the external ID, the URL, the group, every call the vendor's part needs made
-under it), while what the policy allows is evaluated from the deployed documents
-(``tests/integration/test_vendor_config.py``) and checked on the synthesised template
-(``tests/cdk/test_vendors.py``): PutRecord(s) on ``input`` for a producer, on ``invalid`` and
-``error`` for a consumer (its moves), nothing on a routed channel, ``sequence`` or the broker's
-tables."""
+The emulator holds each role to these documents (:mod:`rdss.local.authorise`): a vendor's gateway
+assumes its role with the external ID, and every call it makes under the role is allowed or
+refused as AWS would - PutRecord(s) on ``input`` for a producer, on ``invalid`` and ``error`` for
+a consumer (its moves), reads of what it consumes and ``responses``, its own group's rows of
+``checkpoints``; nothing on a routed channel, ``sequence`` or the broker's tables. So a vendor's
+mistake shows locally (``tests/integration/test_local_roles.py``); the synthesised template's
+policies are checked in ``tests/cdk/test_vendors.py``."""
 
 from __future__ import annotations
 

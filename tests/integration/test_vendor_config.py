@@ -1,8 +1,9 @@
 """``rdss vendor config`` against the embedded runtime: the configuration it prints is what two
 vendors' gateways connect with - one sends, the broker routes, the other receives and moves what
 it cannot accept to ``invalid``/``error`` itself - and each role permits exactly the calls its
-part needs (the emulator does not evaluate IAM: every permitted call is made under the role and
-succeeds, and the deployed policy is evaluated for it and for every other call of those kinds)."""
+part needs (every permitted call is made under the role and succeeds - the embedded emulator
+enforces the role's policies, tests/integration/test_local_roles.py - and the deployed policy is
+evaluated here for it and for every other call of those kinds, on any endpoint)."""
 
 from __future__ import annotations
 
@@ -163,8 +164,8 @@ def test_printed_configuration_sends_and_receives(
     assert sender.repository.entry(metadata[0]["messageHeader"]["messageId"]).status == "SENT"  # type: ignore[union-attr]
     assert receiver.repository.entry(received[0]).status == "RECEIVED"  # type: ignore[union-attr]
 
-    # Every call the gateways made is one their role allows (the emulator does not check IAM:
-    # tests.support.iam does), with no exception: nothing touches the broker's messages table.
+    # Every call the gateways made is one their role allows (by tests.support.iam's reading of the
+    # deployed policy, on any endpoint), with no exception: nothing touches the broker's messages table.
     for vendor, recorder in calls.items():
         statements = deployed_statements(runtime, vendor)
         denied = [c for c in recorder.calls if not allowed(statements, c)]

@@ -1,6 +1,7 @@
 """Which AWS calls a client makes, and whether an identity policy allows each of them.
 
-The emulator does not evaluate IAM, so tests that want to know whether a role is *enough* for
+An endpoint need not evaluate IAM (LocalStack's community edition does not; the embedded
+emulator does, rdss.local.authorise), so tests that want to know whether a role is *enough* for
 what a component does record the component's calls (botocore's ``before-call`` event) and
 evaluate them here against the role's statements: the action, the resource (streams and tables
 by ARN), and the conditions the vendor policies use (``dynamodb:LeadingKeys``). Deliberately

@@ -1,6 +1,7 @@
-"""Retries are for what passes - throttling, 5xx, timeouts - and bounded; everything else fails
-at once: connection refused, a name that does not resolve, no credentials, a missing stream, a
-role STS refuses."""
+"""Retries are for what passes - throttling, 5xx, timeouts, and a connection lost to an endpoint
+that has answered before (it is restarting) - and bounded; everything else fails at once:
+connection refused by an endpoint that never answered, a name that does not resolve, no
+credentials, a missing stream, a role STS refuses."""
 
 from __future__ import annotations
 
@@ -13,14 +14,19 @@ from botocore.exceptions import (
     ClientError,
     ConnectionClosedError,
     EndpointConnectionError,
+    HTTPClientError,
     NoCredentialsError,
     NoRegionError,
     ParamValidationError,
     ReadTimeoutError,
+    SSLError,
 )
+from botocore.hooks import HierarchicalEmitter
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rdss.aws import assumed_session, client
-from rdss.awserrors import ClientConfigurationError, describe, transient, unusable
+from rdss.awserrors import Answered, ClientConfigurationError, describe, transient, unusable
 from rdss.putrecords import PutRecordsBatcher, Record
 from rdss.retry import Backoff
 
@@ -141,3 +147,75 @@ def test_a_client_without_a_region_says_where_to_give_one(monkeypatch, tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no rdss local up's state file
     with pytest.raises(ClientConfigurationError, match=r"no AWS region for kinesis: .*\?region=REGION"):
         client("kinesis")
+
+
+class _Answering(_Kinesis):
+    """:class:`_Kinesis` with botocore's event system: each answer emits ``after-call``, as a
+    boto3 client does."""
+
+    def __init__(self, *errors: BaseException) -> None:
+        super().__init__(*errors)
+        self.meta = type("Meta", (), {"events": HierarchicalEmitter()})()
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = super().put_records(StreamName, Records)
+        self.meta.events.emit("after-call.kinesis.PutRecords", http_response=None, parsed=answer)
+        return answer
+
+
+LOST = {
+    "refused": lambda: EndpointConnectionError(endpoint_url="http://127.0.0.1:4566/"),
+    "closed": lambda: ConnectionClosedError(endpoint_url="http://127.0.0.1:4566/"),
+    "reset": lambda: HTTPClientError(error=ConnectionResetError(104, "Connection reset by peer")),
+}
+
+
+@given(
+    kinds=st.lists(st.sampled_from(sorted(LOST)), max_size=6),
+    answered_before=st.booleans(),
+    retries=st.integers(0, 4),
+)
+def test_a_connection_lost_after_the_endpoint_answered_is_retried_within_the_backoff(kinds, answered_before, retries):
+    """An endpoint restarting: once it has answered, a connection refused, closed or reset is
+    retried with the spec's delays until it answers again or the retries run out (GENERR005:
+    ``retries_exhausted``); before it ever answered, it is a wrong address, told at once."""
+    kinesis = _Answering()
+    answered = Answered()
+    answered.watch(kinesis)
+    waits: list[float] = []
+    batcher = PutRecordsBatcher(
+        kinesis, backoff=Backoff(max_retries=retries), sleep=waits.append, retry_on=answered.transient
+    )
+    if answered_before:
+        assert batcher.put([Record("s", b"{}", "first")]).ok
+    kinesis.errors, kinesis.calls = [LOST[kind]() for kind in kinds], 0
+    report = batcher.put([Record("s", b"{}", "k")])
+    # the model: the k-th failure is retried if the endpoint answered before (a restart) or it
+    # passes anyway (a connection closed mid-call), while retries are left
+    spec = [0.2 * 2**n for n in range(retries)]
+    calls, outcome = 0, "delivered"
+    for error in [LOST[kind]() for kind in kinds]:
+        calls += 1
+        if not (answered_before or transient(error)):
+            outcome = "failed at once"
+            break
+        if calls > retries:
+            outcome = "retries exhausted"
+            break
+    else:
+        calls += 1
+    assert kinesis.calls == calls
+    assert waits == pytest.approx(spec[: min(calls - 1, retries)])
+    if outcome == "delivered":
+        assert report.ok
+    else:
+        assert [f.retries_exhausted for f in report.failed] == [outcome == "retries exhausted"]
+    if kinds and answered_before:  # a restart never fails at once
+        assert outcome != "failed at once"
+
+
+def test_a_certificate_refused_is_never_a_restart():
+    answered = Answered()
+    answered.answered = True
+    assert not answered.transient(SSLError(endpoint_url="https://x", error="certificate verify failed"))
+    assert answered.transient(EndpointConnectionError(endpoint_url="https://x"))
