@@ -14,7 +14,7 @@ from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Delivery
 from rdss.gateway.received import Received, ReceiveStats
-from rdss.sequences import Reassembler, SequenceError, stale
+from rdss.sequences import PartConflict, Reassembler, SequenceError, stale
 from rdss.validation import Verdict, validate_message
 
 if TYPE_CHECKING:
@@ -56,18 +56,25 @@ class SequenceHolding:
         assert verdict.message is not None
         header = verdict.message["messageHeader"]
         sequence = header["messageSequence"]
+        failed: SequenceError | None = None
+        try:
+            whole = self._reassembler.add(verdict.message)
+        except PartConflict as error:  # another part holds its position, or another total: it alone moves
+            self.stats.invalid += 1
+            self._move([(delivery, error.error_code, str(error))])
+            return []
+        except SequenceError as error:  # it completed its sequence, but the parts do not join
+            whole, failed = None, error
         held = self._held.setdefault(sequence["sequence"], Held())
-        if sequence["position"] in held.parts:  # the same part again (another messageId)
+        if sequence["position"] in held.parts:  # the same part again (the reassembler ignored it)
             self.stats.duplicates += 1
             return [delivery]
         held.parts[sequence["position"]] = (delivery, header)
         self._in_flight.add(str(header["messageId"]))
-        try:
-            whole = self._reassembler.add(verdict.message)
-        except SequenceError as error:  # parts that do not join: the sequencer's code
+        if failed is not None:  # every part goes, with the sequencer's code
             parts = self._release(sequence["sequence"])
             self.stats.invalid += len(parts)
-            self._move([(d, error.error_code, f"sequence {sequence['sequence']}: {error}") for d in parts])
+            self._move([(d, failed.error_code, f"sequence {sequence['sequence']}: {failed}") for d in parts])
             return []
         if whole is None:
             return []
