@@ -92,7 +92,7 @@ def conflict(sequence: str, position: int, held: Mapping[str, Any], part: Mappin
         what = f"another fragment (messageId {part_id})"
     return PartConflict(
         f"messageHeader.messageSequence.position: position {position} of sequence {sequence} is held by part "
-        f"{held_id}, which arrived first; this part has {what}. A position holds one part"
+        f"{held_id}, which came first; this part has {what}. A position holds one part"
     )
 
 
