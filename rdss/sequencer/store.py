@@ -105,9 +105,7 @@ class SequenceStore:
         if message_expires_at is not None:
             update += ", messageExpiresAt = if_not_exists(messageExpiresAt, :m)"
             values[":m"] = {"N": str(message_expires_at)}
-        condition = (
-            "attribute_not_exists(#s) OR (#s = :pending AND #t = :t AND NOT contains(#p, :position))"
-        )
+        condition = "attribute_not_exists(#s) OR (#s = :pending AND #t = :t AND NOT contains(#p, :position))"
         response = self._update(sequence, update, condition, names, values, ReturnValues="ALL_NEW")
         if response is not None:
             return Recorded(_progress(response["Attributes"]), new=True)

@@ -22,8 +22,8 @@ import orjson
 import pytest
 
 from rdss import decoration, history
-from rdss.sequences import split
 from rdss.workload import Workload
+from tests.support.parts import other_fragment, parts_of
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -74,29 +74,6 @@ def accounted(system: System, inputs: list[bytes], *, duplicates: int = 0) -> di
     twice = {payload[:120]: where for payload, where in found.items() if len(where) > 1}
     assert not twice, f"inputs in more than one place: {twice}"
     return {payload: where[0] for payload, where in found.items() if where}
-
-
-def parts_of(seed: int, count: int = 3) -> list[dict[str, Any]]:
-    """The ``count`` parts of a large message."""
-    whole = Workload(seed).large(30_000)
-    size = len(orjson.dumps(whole))
-    for limit in range(size // count + 500, size, 500):
-        parts = split(whole, limit)
-        if len(parts) == count:
-            return parts
-    raise AssertionError(f"no limit splits {size} bytes into {count} parts")
-
-
-def other_fragment(part: dict[str, Any], *, same_id: bool = False) -> dict[str, Any]:
-    """The part with another fragment of the same length (and, unless ``same_id``, a messageId of
-    its own): what a producer that split two versions of a message under one sequence sends."""
-    other = copy.deepcopy(part)
-    fragment = other["messageBody"]
-    other["messageBody"] = fragment[::-1]
-    assert other["messageBody"] != fragment
-    if not same_id:
-        other["messageHeader"]["messageId"] = str(uuid.uuid4())
-    return other
 
 
 def released(system: System, channel: str = "metadata") -> list[str]:

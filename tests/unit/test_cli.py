@@ -151,7 +151,8 @@ def test_join_refuses_two_different_parts_at_one_position(capsys, tmp_path: Path
     code, out, err = run(capsys, "join", *map(str, parts), str(tmp_path / "other.json"))
     assert (code, out) == (1, "")
     assert len(err.splitlines()) == 1
-    assert "position 1 of sequence" in err and "another fragment" in err
+    assert "position 1 of sequence" in err
+    assert "another fragment" in err
 
 
 def test_split_refuses_an_invalid_message(capsys, tmp_path: Path):

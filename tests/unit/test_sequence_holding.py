@@ -25,8 +25,7 @@ from rdss.gateway import Gateway
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.consumer import Receiver
-from rdss.sequences import split
-from rdss.workload import Workload
+from tests.support.parts import other_fragment, parts_of
 
 TIMEOUT = 60.0
 
@@ -114,23 +113,6 @@ def places(outcome: Outcome, inputs: list[bytes]) -> dict[bytes, list[str]]:
 
 def message_id(payload: bytes) -> Any:
     return json.loads(payload)["messageHeader"]["messageId"]
-
-
-def parts_of(seed: int, count: int) -> list[dict[str, Any]]:
-    whole = Workload(seed).large(30_000)
-    size = len(orjson.dumps(whole))
-    for limit in range(size // count + 500, size, 500):
-        parts = split(whole, limit)
-        if len(parts) == count:
-            return parts
-    raise AssertionError(f"no limit splits {size} bytes into {count} parts")
-
-
-def other_fragment(part: dict[str, Any]) -> dict[str, Any]:
-    other = copy.deepcopy(part)
-    other["messageBody"] = part["messageBody"][::-1]
-    other["messageHeader"]["messageId"] = str(uuid.uuid4())
-    return other
 
 
 # -- the named cases ------------------------------------------------------------------------------
@@ -234,4 +216,3 @@ def test_every_part_ends_in_exactly_one_place(inputs: list[bytes]):
             event(place)  # pytest --hypothesis-show-statistics: how often each place was met
         if not where:
             event("duplicate")
-

@@ -242,5 +242,5 @@ def test_the_schemas_maximum_total_is_the_packages():
 def test_split_refuses_a_message_that_would_take_more_parts_than_a_sequence_may_have(monkeypatch):
     # the bound lowered, so that it is reached without a 10 GB message
     monkeypatch.setattr("rdss.sequences.MAX_SEQUENCE_PARTS", 5)
-    with pytest.raises(ValueError, match="would take [0-9]+ parts; a sequence has at most 5"):
+    with pytest.raises(ValueError, match=r"would take [0-9]+ parts; a sequence has at most 5"):
         split(new_message("VocabularyPatch", {"terms": ["x" * 40] * 300}), 700)
