@@ -13,17 +13,26 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from rdss import decoration, history
+from rdss.local.accounting import Input, account, read_channel
+from rdss.local.emulator import Endpoint
+from rdss.local.runtime import Runtime, Settings
+from rdss.sequencer import Sweep
+from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.workload import Workload
-from tests.support.parts import other_fragment, parts_of
+from tests.support.parts import arrivals, other_fragment, parts_of
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -239,3 +248,54 @@ def test_what_is_not_a_part_on_the_sequence_channel_is_moved_with_its_code_at_on
         inputs[2]: [("invalid", "GENERR010")],
         inputs[3]: [("invalid", "GENERR004")],
     }
+
+
+# -- the property: the demo's accounting finds every part -----------------------------------------
+@pytest.fixture(scope="module")
+def deployment(endpoint: Endpoint) -> Iterator[Runtime]:
+    """One runtime for every example (each example's messageIds its own): provisioning per
+    example would make the property a matter of minutes."""
+    runtime = Runtime(endpoint, Settings(environment=f"q{uuid.uuid4().hex[:8]}", shards=1, sweep_interval=3600))
+    runtime.provision()
+    yield runtime
+    runtime.deprovision()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_accounting_finds_every_part_in_exactly_one_place(deployment: Runtime, data: st.DataObject):
+    runtime = deployment
+    inputs = data.draw(arrivals(((70, 2), (71, 3)), base=uuid.uuid4()))
+    published = runtime.publish(inputs)
+    runtime.drain()
+    # whatever still waits is swept as the timeout passed: the parts that did arrive go to error
+    later = time.time() + 2 * SEQUENCE_TIMEOUT_SECONDS
+    Sweep(
+        names=runtime.names,
+        dynamodb=runtime.endpoint.client("dynamodb"),
+        s3=runtime.endpoint.client("s3"),
+        kinesis=runtime.endpoint.client("kinesis"),
+        clock=lambda: later,
+    ).run()
+    runtime.drain()
+    report = account(runtime, [Input(f"input-{i}", [p]) for i, p in enumerate(published)])
+    outcomes = [item.outcome for item in report.inputs]
+    for outcome in outcomes:
+        event(outcome)  # pytest --hypothesis-show-statistics: how often each was met
+    assert set(outcomes) <= {"routed", "invalid", "error", "duplicate"}, report.inputs
+    for item in report.inputs:
+        assert item.outcome in ("routed", "duplicate") or (item.error_code or "").startswith("GENERR"), item
+    # and nothing twice: as many records of these sequences out as inputs with a place
+    sequences = {_sequence_of(p) for p in inputs}
+    out = [
+        record
+        for channel in (*ROUTED, "invalid", "error")
+        for record in read_channel(runtime, channel)
+        if _sequence_of(record) in sequences
+    ]
+    assert len(out) == sum(outcome != "duplicate" for outcome in outcomes)
+
+
+def _sequence_of(payload: bytes) -> Any:
+    sequence = json.loads(payload)["messageHeader"]["messageSequence"]
+    return sequence["sequence"]
