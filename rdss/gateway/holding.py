@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -12,13 +13,16 @@ import orjson
 
 from rdss import timestamps
 from rdss.errors import ErrorCode
-from rdss.gateway.backend import Delivery
+from rdss.gateway.backend import Delivery, TransportError
 from rdss.gateway.received import Received, ReceiveStats
+from rdss.repository.entries import RECEIVED, Entry, Repository
 from rdss.sequences import PartConflict, Reassembler, SequenceError, stale
 from rdss.validation import Verdict, validate_message
 
 if TYPE_CHECKING:
     from rdss.gateway.consumer import Receiver
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,6 +40,7 @@ class SequenceHolding:
     if TYPE_CHECKING:  # the Receiver's, which this class is part of
         channel: str
         stats: ReceiveStats
+        repository: Repository
         clock: Callable[[], float]
         now: Callable[[], datetime]
         sequence_timeout: float
@@ -61,7 +66,7 @@ class SequenceHolding:
             whole = self._reassembler.add(verdict.message)
         except PartConflict as error:  # another part holds its position, or another total: it alone moves
             self.stats.invalid += 1
-            self._move([(delivery, error.error_code, str(error))])
+            self._move_parts([(delivery, header)], error.error_code, str(error))
             return []
         except SequenceError as error:  # it completed its sequence, but the parts do not join
             whole, failed = None, error
@@ -74,7 +79,7 @@ class SequenceHolding:
         if failed is not None:  # every part goes, with the sequencer's code
             parts = self._release(sequence["sequence"])
             self.stats.invalid += len(parts)
-            self._move([(d, failed.error_code, f"sequence {sequence['sequence']}: {failed}") for d in parts])
+            self._move_parts(parts, failed.error_code, f"sequence {sequence['sequence']}: {failed}")
             return []
         if whole is None:
             return []
@@ -83,11 +88,9 @@ class SequenceHolding:
         check = validate_message(whole, now=now)
         if not check.valid:  # every part goes, decorated with the whole message's code
             assert check.error_code is not None
-            for _, part in ordered:
-                self._forget(str(part["messageId"]))
             why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
             self.stats.invalid += len(ordered)
-            self._move([(d, check.error_code, why) for d, _ in ordered])
+            self._move_parts(ordered, check.error_code, why)
             return []
         self._offer(
             Received(
@@ -131,13 +134,30 @@ class SequenceHolding:
                 del self._held[sequence]
         return dropped
 
-    def _release(self, sequence: str) -> list[Delivery]:
-        """Forget a held sequence entirely; return its deliveries."""
+    def _release(self, sequence: str) -> list[tuple[Delivery, Mapping[str, Any]]]:
+        """Forget a held sequence entirely; return its deliveries and their headers."""
         self._reassembler.discard(sequence)
         held = self._held.pop(sequence, Held())
         for _, header in held.parts.values():
             self._forget(str(header["messageId"]))
-        return [d for d, _ in held.parts.values()]
+        return [held.parts[position] for position in sorted(held.parts)]
+
+    def _move_parts(self, parts: list[tuple[Delivery, Mapping[str, Any]]], code: ErrorCode, why: str) -> None:
+        """Move parts (decorated with ``code``) and, those moved, record RECEIVED with the code, as
+        a rejected message is: the same part read again (a resend, a redelivery) is then a
+        duplicate, not moved a second time. One that could not be moved is read again."""
+        unmoved = {id(d) for d in self._move([(d, code, why) for d, _ in parts])}
+        moved = [header for delivery, header in parts if id(delivery) not in unmoved]
+        if not moved:
+            return
+        try:
+            self.repository.record([Entry.of(header, RECEIVED, error_code=str(code)) for header in moved])
+        except TransportError:
+            raise
+        except Exception as error:  # moved already: a re-read is then moved again, never lost
+            _log.error("%s: could not record %d moved parts as %s: %s", self.channel, len(moved), code, error)
+        for header in moved:
+            self._forget(str(header["messageId"]), recent=True)
 
     def _time_out_sequences(self) -> None:
         now = self.now()
@@ -157,4 +177,4 @@ class SequenceHolding:
             code, why = verdict
             parts = self._release(incomplete.sequence)
             self.stats.expired += len(parts)
-            self._move([(d, code, why) for d in parts])
+            self._move_parts(parts, code, why)

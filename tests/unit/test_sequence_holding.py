@@ -165,6 +165,20 @@ def test_the_same_part_read_again_is_a_duplicate_not_a_move(bus_name):
     assert outcome.moved == []
 
 
+def test_a_part_moved_and_sent_again_is_moved_once(bus_name):
+    parts = parts_of(67, 3)
+    b = other_fragment(parts[0])
+    whole_invalid = parts_of(68, 2)
+    whole_invalid[1]["messageBody"] = whole_invalid[1]["messageBody"][:-1]  # the whole is not JSON
+    inputs = [orjson.dumps(p) for p in (parts[0], b, *parts[1:], *whole_invalid)]
+    publish(bus_name, inputs)
+    # the same bytes again: a resend the inline broker lets through, for the consumer to drop
+    publish(bus_name, [inputs[1], *inputs[-2:]])
+    found = places(consume(bus_name), inputs)
+    assert found[inputs[1]] == ["invalid GENERR004"]
+    assert found[inputs[-2]] == found[inputs[-1]] == ["invalid GENERR001"]
+
+
 # -- the property ---------------------------------------------------------------------------------
 SHAPES = ((64, 2), (65, 3), (66, 4))
 
