@@ -53,7 +53,7 @@ from datetime import datetime
 from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
-from rdss.gateway.holding import Held, SequenceHolding
+from rdss.gateway.holding import CompleteSequences, Held, SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.logs import message_fields
@@ -126,6 +126,7 @@ class Receiver(SequenceHolding):
         self._counter = itertools.count()
         self._in_flight: set[str] = set()
         self._recent: OrderedDict[str, None] = OrderedDict()
+        self._complete = CompleteSequences()
         self._last_commit = clock()
         self._closed = False
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,12 +24,38 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
+#: How many parts of the sequences lately complete a receiver remembers (the latest sequences'),
+#: to refuse another part of one of them arriving later.
+_COMPLETE_PARTS = 100_000
+
 
 @dataclass
 class Held:
     """Parts of one sequence waiting for the rest: position -> (delivery, header)."""
 
     parts: dict[int, tuple[Delivery, Mapping[str, Any]]] = field(default_factory=dict)
+
+
+class CompleteSequences:
+    """The parts of the sequences lately complete (delivered, or moved whole), sequence id ->
+    their messageIds: at most ``limit`` parts, the oldest sequences forgotten first."""
+
+    def __init__(self, limit: int = _COMPLETE_PARTS) -> None:
+        self.limit = limit
+        self._parts: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._count = 0
+
+    def add(self, sequence: str, parts: frozenset[str]) -> None:
+        if sequence in self._parts:
+            return
+        self._parts[sequence] = parts
+        self._count += len(parts)
+        while self._count > self.limit and len(self._parts) > 1:
+            _, forgotten = self._parts.popitem(last=False)
+            self._count -= len(forgotten)
+
+    def get(self, sequence: str) -> frozenset[str] | None:
+        return self._parts.get(sequence)
 
 
 class SequenceHolding:
@@ -45,6 +71,7 @@ class SequenceHolding:
         now: Callable[[], datetime]
         sequence_timeout: float
         _held: dict[str, Held]
+        _complete: CompleteSequences
         _reassembler: Reassembler
         _in_flight: set[str]
         _order: dict[str, int]
@@ -63,6 +90,7 @@ class SequenceHolding:
         sequence = header["messageSequence"]
         failed: SequenceError | None = None
         try:
+            self._check_not_complete(header)
             whole = self._reassembler.add(verdict.message)
         except PartConflict as error:  # another part holds its position, or another total: it alone moves
             self.stats.invalid += 1
@@ -78,6 +106,7 @@ class SequenceHolding:
         self._in_flight.add(str(header["messageId"]))
         if failed is not None:  # every part goes, with the sequencer's code
             parts = self._release(sequence["sequence"])
+            self._completed(sequence["sequence"], [h for _, h in parts])
             self.stats.invalid += len(parts)
             self._move_parts(parts, failed.error_code, f"sequence {sequence['sequence']}: {failed}")
             return []
@@ -85,6 +114,7 @@ class SequenceHolding:
             return []
         del self._held[sequence["sequence"]]
         ordered = [held.parts[position] for position in sorted(held.parts)]
+        self._completed(sequence["sequence"], [h for _, h in ordered])
         check = validate_message(whole, now=now)
         if not check.valid:  # every part goes, decorated with the whole message's code
             assert check.error_code is not None
@@ -133,6 +163,25 @@ class SequenceHolding:
             if not held.parts:
                 del self._held[sequence]
         return dropped
+
+    def _completed(self, sequence: str, headers: list[Mapping[str, Any]]) -> None:
+        """Remember which parts completed ``sequence``: a part of it arriving later is one of
+        them read again (after a rewind: held anew) or another part, which conflicts with them."""
+        self._complete.add(sequence, frozenset(str(header["messageId"]) for header in headers))
+
+    def _check_not_complete(self, header: Mapping[str, Any]) -> None:
+        """Refuse a part of a sequence complete already (delivered, or moved whole) that is not
+        one of its parts: its position is held. A sequence completed before a restart, or too
+        long ago to be remembered, is not known: such a part waits, and is moved as an incomplete
+        sequence (GENERR006) when it times out."""
+        sequence = header["messageSequence"]
+        parts = self._complete.get(str(sequence["sequence"]))
+        if parts is not None and str(header.get("messageId")) not in parts:
+            raise PartConflict(
+                f"messageHeader.messageSequence: sequence {sequence['sequence']} was complete already "
+                f"({len(parts)} parts); this part (messageId {header.get('messageId')}, position "
+                f"{sequence['position']}) is not one of them"
+            )
 
     def _release(self, sequence: str) -> list[tuple[Delivery, Mapping[str, Any]]]:
         """Forget a held sequence entirely; return its deliveries and their headers."""

@@ -185,6 +185,40 @@ def test_a_part_moved_and_sent_again_is_moved_once(bus_name):
     assert found[inputs[-2]] == found[inputs[-1]] == ["invalid GENERR001"]
 
 
+def test_a_second_body_after_its_sequence_was_delivered_is_moved_at_once(bus_name):
+    a, last = parts_of(69, 2)
+    late = other_fragment(a)
+    inputs = [orjson.dumps(p) for p in (a, last, late)]
+    publish(bus_name, inputs)
+    outcome = consume(bus_name)
+    assert places(outcome, inputs) == {
+        inputs[0]: ["delivered"],
+        inputs[1]: ["delivered"],
+        inputs[2]: ["invalid GENERR004"],  # not held until it times out (GENERR006)
+    }
+    [(_, _, _, why)] = outcome.moved
+    assert "was complete already (2 parts); this part" in why
+
+
+def test_a_sequence_nacked_comes_again_whole_not_refused_as_its_own_conflict(bus_name):
+    parts = parts_of(70, 3)
+    publish(bus_name, [orjson.dumps(p) for p in parts])
+    with (
+        Gateway(f"memory://{bus_name}", application="consumer") as g,
+        g.receiver("metadata", poll_interval=0.01) as inbox,
+    ):
+        first = inbox.receive(timeout=1)
+        assert first is not None
+        inbox.nack(first, "not now")
+        again = inbox.receive(timeout=1)
+        assert again is not None
+        assert again.message_id == first.message_id
+        inbox.ack(again)
+        assert inbox.receive(timeout=0.05) is None
+    assert memory_backend.bus(bus_name).payloads("invalid") == []
+    assert memory_backend.bus(bus_name).payloads("error") == []
+
+
 # -- the property ---------------------------------------------------------------------------------
 SHAPES = ((64, 2), (65, 3), (66, 4))
 
