@@ -25,7 +25,9 @@ Between the channel and the application, in order:
   again. A sequence past its expiry (GENERR003) or waiting longer than ``sequence_timeout``
   (GENERR006) goes to the error channel, parts and all, as the sweep does in the deployed system;
   one whose whole message is invalid goes, every part decorated with the whole's code, to the
-  channel of that code, as the sequencer does;
+  channel of that code, as the sequencer does; a part that cannot join its sequence - its
+  position held by another part, another total, a sequence this receiver lately completed - is
+  moved alone to ``invalid`` (GENERR004), as the sequencer moves it (:mod:`rdss.sequences`);
 * Message Selector: a predicate on the header; messages it rejects are settled, not delivered;
 * Message Throttle: at most N messages a second are handed over.
 
