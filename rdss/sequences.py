@@ -13,21 +13,37 @@ The ids of a split message are derived from its own messageId (:func:`sequence_i
 :func:`part_id`: name-based UUIDs, version 5): whoever holds the id the sender was given finds
 the sequence (``rdss trace``), a resend of the same message is the same parts again (dropped as
 duplicates), and another message under that id conflicts with them part by part.
+
+Every part ends in exactly one place: released with its sequence, or moved with a code. What
+holds a sequence (the sequencer, a gateway receiver, :class:`Reassembler`) keeps one rule for a
+part at a position already held, as the broker does for a messageId already claimed
+(:mod:`rdss.repository.conflicts`): *the first part to arrive holds the position*. A part with
+the same messageId and the same message (:func:`same_part`: type, class and fragment) is that
+part again - Kinesis delivers at least once - and is dropped, counted as a duplicate. Any other
+part there (another fragment, or the same fragment under another messageId) is a *conflict*:
+moved alone to ``invalid`` with GENERR004 naming the part that holds the position, while the
+sequence goes on without it (:class:`PartConflict`). The first part is kept rather than the
+sequence refused because it may have been released already when the second arrives: only
+"first wins" gives the same answer whatever the order of arrival. A part whose ``total``
+differs from the one the sequence's first part gave conflicts with the sequence the same way.
+A ``total`` over :data:`rdss.MAX_SEQUENCE_PARTS` never reaches a sequence: the classifier
+refuses it (GENERR004).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES, jsonkeys
+from rdss import MAX_MESSAGE_BYTES, MAX_SEQUENCE_PARTS, jsonkeys
 from rdss.errors import ErrorCode
 from rdss.messages import Message, new_id
+from rdss.repository.conflicts import message_digest
 
 #: How long an incomplete sequence may wait for its parts when its message sets no expiry
 #: (seconds): the sweep's default in the deployment and a gateway receiver's.
@@ -48,6 +64,49 @@ class SequenceError(ValueError):
     def __init__(self, message: str, error_code: ErrorCode = ErrorCode.GENERR001) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+class PartConflict(SequenceError):
+    """One part that cannot join its sequence, which goes on without it: its position is held by
+    another part, or its total is not the sequence's. The part alone is moved, with GENERR004."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.GENERR004)
+
+
+def same_part(held: Mapping[str, Any], part: Mapping[str, Any]) -> bool:
+    """Whether ``part`` is the part ``held`` again (a redelivery, a resend): the same messageId
+    and the same message - messageType, messageClass and fragment - whatever hops its header
+    gained on the way. Anything else at a held position is a conflict (:func:`conflict`)."""
+    return _message_id(held) == _message_id(part) and message_digest(held) == message_digest(part)
+
+
+def conflict(sequence: str, position: int, held: Mapping[str, Any], part: Mapping[str, Any]) -> PartConflict:
+    """Why ``part`` may not take ``position`` of ``sequence``, which ``held`` holds."""
+    held_id, part_id = _message_id(held), _message_id(part)
+    if held_id == part_id:
+        what = "the same messageId with another fragment"
+    elif message_digest(held) == message_digest(part):
+        what = f"the same fragment under another messageId ({part_id})"
+    else:
+        what = f"another fragment (messageId {part_id})"
+    return PartConflict(
+        f"messageHeader.messageSequence.position: position {position} of sequence {sequence} is held by part "
+        f"{held_id}, which came first; this part has {what}. A position holds one part"
+    )
+
+
+def total_conflict(sequence: str, total: int, part_total: int) -> PartConflict:
+    """Why a part saying ``part_total`` may not join ``sequence``, whose first part said ``total``."""
+    return PartConflict(
+        f"messageHeader.messageSequence.total: sequence {sequence} has {total} parts (its first part said so); "
+        f"this part says {part_total}"
+    )
+
+
+def _message_id(message: Mapping[str, Any]) -> Any:
+    header = message.get("messageHeader")
+    return header.get("messageId") if isinstance(header, Mapping) else None
 
 
 def stale(
@@ -79,7 +138,8 @@ def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
     :func:`part_id`); everything else in the header is kept.
 
     Raises:
-        ValueError: the header alone leaves no room for a fragment within ``limit``.
+        ValueError: the header alone leaves no room for a fragment within ``limit``, or the
+            message would take more than :data:`rdss.MAX_SEQUENCE_PARTS` parts.
     """
     if len(orjson.dumps(message)) <= limit:
         return [message]
@@ -93,6 +153,11 @@ def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
         if budget < 4:  # room for at least one character of up to four bytes
             raise ValueError(f"a {limit}-byte limit leaves no room for a body fragment beside the header")
         fragments = _fragments(text, budget)
+        if len(fragments) > MAX_SEQUENCE_PARTS:
+            raise ValueError(
+                f"{len(text):,} bytes of body at most {budget:,} a part would take {len(fragments):,} parts; "
+                f"a sequence has at most {MAX_SEQUENCE_PARTS:,}"
+            )
         if _digits(len(fragments)) <= _digits(total):
             break
         total = 10 ** _digits(len(fragments)) - 1  # widest position/total of that many digits
@@ -107,14 +172,16 @@ def split(message: Message, limit: int = MAX_MESSAGE_BYTES) -> list[Message]:
 
 
 def join(parts: Iterable[Message]) -> Message:
-    """The whole message from all of its parts, in any order (duplicates allowed).
+    """The whole message from all of its parts, in any order (the same part twice allowed).
 
     The whole message carries the header of part 1 with ``messageSequence`` set to position 1
-    of total 1 (a whole message), keeping the sequence id.
+    of total 1 (a whole message), keeping the sequence id. Nothing is allocated per position
+    the parts claim, only per part given: a total of 10^30 is answered at once.
 
     Raises:
         SequenceError: the parts do not make exactly one complete sequence, or the joined
-            fragments are not JSON.
+            fragments are not JSON; :class:`PartConflict` (GENERR004) for two different parts
+            at one position, or a total beyond :data:`rdss.MAX_SEQUENCE_PARTS`.
     """
     by_position: dict[int, Message] = {}
     sequence: str | None = None
@@ -123,18 +190,23 @@ def join(parts: Iterable[Message]) -> Message:
         seq = part["messageHeader"]["messageSequence"]
         if sequence is None:
             sequence, total = seq["sequence"], seq["total"]
+            _check_total(sequence, total)
         elif seq["sequence"] != sequence:
             raise SequenceError(f"parts of two sequences: {sequence} and {seq['sequence']}")
         elif seq["total"] != total:
             raise SequenceError(f"sequence {sequence}: parts disagree on total ({total} and {seq['total']})")
-        by_position.setdefault(seq["position"], part)
+        position = seq["position"]
+        held = by_position.setdefault(position, part)
+        if held is not part and not same_part(held, part):
+            raise conflict(sequence, position, held, part)
     if sequence is None or total is None:
         raise SequenceError("no parts to join")
-    missing = sorted(set(range(1, total + 1)) - set(by_position))
-    if missing:
-        raise SequenceError(f"sequence {sequence}: missing positions {missing[:10]} of {total}")
-    if len(by_position) != total:
-        raise SequenceError(f"sequence {sequence}: positions outside 1..{total}")
+    outside = sorted((p for p in by_position if not (type(p) is int and 1 <= p <= total)), key=str)
+    if outside:
+        raise SequenceError(f"sequence {sequence}: positions outside 1..{total}: {outside[:10]}")
+    if len(by_position) < total:
+        missing = _missing(by_position, total)
+        raise SequenceError(f"sequence {sequence}: missing positions {missing} of {total}")
     fragments = [by_position[position]["messageBody"] for position in range(1, total + 1)]
     if total > 1 and not all(isinstance(fragment, str) for fragment in fragments):
         raise SequenceError(f"sequence {sequence}: a part's messageBody is not a string fragment")
@@ -152,6 +224,31 @@ def join(parts: Iterable[Message]) -> Message:
     header = dict(by_position[1]["messageHeader"])
     header["messageSequence"] = {"sequence": sequence, "position": 1, "total": 1}
     return {"messageHeader": header, "messageBody": body}
+
+
+def _check_total(sequence: str, total: Any) -> None:
+    """A total a sequence can have: an integer in 1..MAX_SEQUENCE_PARTS (the classifier has said
+    so of any part it passed; parts handed over unclassified are checked here)."""
+    if type(total) is not int or not 1 <= total <= MAX_SEQUENCE_PARTS:
+        shown = str(total) if type(total) is int and total < 10**40 else f"{str(total)[:37]}..."
+        raise PartConflict(
+            f"messageHeader.messageSequence.total: sequence {sequence} says {shown} parts; "
+            f"a sequence has 1 to {MAX_SEQUENCE_PARTS:,}"
+        )
+
+
+def _missing(held: Mapping[int, object], total: int, limit: int = 10) -> list[int]:
+    """The first ``limit`` positions of 1..total not in ``held``, found from the gaps between the
+    positions held (never by listing 1..total)."""
+    missing: list[int] = []
+    previous = 0
+    for position in [*sorted(held), total + 1]:
+        gap = range(previous + 1, min(position, previous + 1 + limit - len(missing)))
+        missing.extend(gap)
+        if len(missing) >= limit:
+            break
+        previous = position
+    return missing
 
 
 @dataclass
@@ -177,8 +274,9 @@ class Incomplete:
 class Reassembler:
     """Collects parts in any order and gives back each whole message once it is complete.
 
-    Duplicate parts (same sequence and position) are ignored: Kinesis delivers at least once.
-    A whole message (total 1) passes straight through.
+    The same part again is ignored (Kinesis delivers at least once); another part at a position
+    already held is refused (:class:`PartConflict`): the first holds it. A whole message
+    (total 1) passes straight through.
     """
 
     def __init__(self, clock: Any = time.monotonic) -> None:
@@ -188,21 +286,31 @@ class Reassembler:
     def add(self, part: Message) -> Message | None:
         """Take one part; return the whole message when this part completes it, else None.
 
+        The same part again (:func:`same_part`) is ignored.
+
         Raises:
-            SequenceError: the part disagrees with earlier parts of its sequence.
+            PartConflict: the part cannot join its sequence (another part holds its position,
+                its total is not the sequence's, or no sequence has that total); it was not
+                taken, and the sequence goes on without it.
+            SequenceError: the part completed its sequence, but the parts do not join.
         """
         seq = part["messageHeader"]["messageSequence"]
         sequence, position, total = seq["sequence"], seq["position"], seq["total"]
         if total == 1:
             return part
         pending = self._pending.get(sequence)
+        if pending is not None and pending.total != total:
+            raise total_conflict(sequence, pending.total, total)
+        _check_total(sequence, total)
+        if not (type(position) is int and 1 <= position <= total):
+            raise PartConflict(f"messageHeader.messageSequence.position: {position} is outside 1..total ({total})")
         if pending is None:
             pending = self._pending[sequence] = _Pending(total, self._clock())
-        elif pending.total != total:
-            raise SequenceError(f"sequence {sequence}: part says total {total}, earlier parts said {pending.total}")
-        if not 1 <= position <= total:
-            raise SequenceError(f"sequence {sequence}: position {position} outside 1..{total}")
-        pending.parts.setdefault(position, part)
+        held = pending.parts.setdefault(position, part)
+        if held is not part:
+            if same_part(held, part):
+                return None
+            raise conflict(sequence, position, held, part)
         if len(pending.parts) < total:
             return None
         del self._pending[sequence]

@@ -197,7 +197,7 @@ RDSS = Topology(
     buckets=(
         Bucket("audit", "Archive of every record published to input (rdss.archive entries)"),
         Bucket("errors", "Archive of the invalid and error channels (rdss.archive entries)"),
-        Bucket("staging", "Bodies of sequence parts until their sequence completes", expire_after_days=8),
+        Bucket("staging", "Bodies of sequence parts: what each position of a sequence holds", expire_after_days=8),
     ),
     processors=(
         Processor(

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES, jsonkeys, schemas, timestamps
+from rdss import MAX_MESSAGE_BYTES, MAX_SEQUENCE_PARTS, jsonkeys, schemas, timestamps
 from rdss.errors import ChannelKind, ErrorCode
 
 if TYPE_CHECKING:  # loaded with the first validator compiled (rdss.schemas.registry)
@@ -464,6 +464,11 @@ def _describe(error: jsonschema_rs.ValidationError, root: str) -> str:
         return f"{path}: {_quote(error.instance)} is not a date-time (RFC 3339: date, time and zone)"
     if location.startswith(_INTEGER_LOCATION):
         return f"{path}: {_quote(error.instance)} is not an integer (a number written without a fraction)"
+    if location == _TOTAL_MAXIMUM:
+        return (
+            f"{path}: {_quote(error.instance)} parts is more than a sequence may have (at most "
+            f"{MAX_SEQUENCE_PARTS:,}: no sequence that long could be held whole to be reassembled)"
+        )
     return f"{path}: {error.message}"
 
 
@@ -471,6 +476,7 @@ _ADDRESS_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/ipOrHostname"
 _SEMVER_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/semVer"
 _TIMESTAMP_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/timestamp"
 _INTEGER_LOCATION = schemas.uri(schemas.INTEGER)
+_TOTAL_MAXIMUM = schemas.SCHEMA_BASE + "message/header.json#/$defs/messageSequence/properties/total/maximum"
 
 
 def _path(root: str, parts: Iterable[str | int]) -> str:

@@ -75,7 +75,10 @@ def run_split(args: argparse.Namespace) -> int:
 
 
 def run_join(args: argparse.Namespace) -> int:
-    """Join PARTs (any order) and print the whole message."""
+    """Join PARTs (any order; the same part twice is taken once) and print the whole message.
+    Exit 1, with one line saying why, when they are not one complete sequence: a part invalid
+    (a total over 10,000 parts among them), positions missing, two different parts at one
+    position, or fragments that do not join; exit 2 when a file cannot be read."""
     parts = []
     for name in args.parts:
         payload = _read(name)

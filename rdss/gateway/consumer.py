@@ -25,7 +25,9 @@ Between the channel and the application, in order:
   again. A sequence past its expiry (GENERR003) or waiting longer than ``sequence_timeout``
   (GENERR006) goes to the error channel, parts and all, as the sweep does in the deployed system;
   one whose whole message is invalid goes, every part decorated with the whole's code, to the
-  channel of that code, as the sequencer does;
+  channel of that code, as the sequencer does; a part that cannot join its sequence - its
+  position held by another part, another total, a sequence this receiver lately completed - is
+  moved alone to ``invalid`` (GENERR004), as the sequencer moves it (:mod:`rdss.sequences`);
 * Message Selector: a predicate on the header; messages it rejects are settled, not delivered;
 * Message Throttle: at most N messages a second are handed over.
 
@@ -53,7 +55,7 @@ from datetime import datetime
 from rdss import timestamps
 from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
-from rdss.gateway.holding import Held, SequenceHolding
+from rdss.gateway.holding import CompleteSequences, Held, SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.logs import message_fields
@@ -126,6 +128,7 @@ class Receiver(SequenceHolding):
         self._counter = itertools.count()
         self._in_flight: set[str] = set()
         self._recent: OrderedDict[str, None] = OrderedDict()
+        self._complete = CompleteSequences()
         self._last_commit = clock()
         self._closed = False
 

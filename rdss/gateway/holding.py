@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import deque
+import logging
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,13 +13,20 @@ import orjson
 
 from rdss import timestamps
 from rdss.errors import ErrorCode
-from rdss.gateway.backend import Delivery
+from rdss.gateway.backend import Delivery, TransportError
 from rdss.gateway.received import Received, ReceiveStats
-from rdss.sequences import Reassembler, SequenceError, stale
+from rdss.repository.entries import RECEIVED, Entry, Repository
+from rdss.sequences import PartConflict, Reassembler, SequenceError, stale
 from rdss.validation import Verdict, validate_message
 
 if TYPE_CHECKING:
     from rdss.gateway.consumer import Receiver
+
+_log = logging.getLogger(__name__)
+
+#: How many parts of the sequences lately complete a receiver remembers (the latest sequences'),
+#: to refuse another part of one of them arriving later.
+_COMPLETE_PARTS = 100_000
 
 
 @dataclass
@@ -26,6 +34,28 @@ class Held:
     """Parts of one sequence waiting for the rest: position -> (delivery, header)."""
 
     parts: dict[int, tuple[Delivery, Mapping[str, Any]]] = field(default_factory=dict)
+
+
+class CompleteSequences:
+    """The parts of the sequences lately complete (delivered, or moved whole), sequence id ->
+    their messageIds: at most ``limit`` parts, the oldest sequences forgotten first."""
+
+    def __init__(self, limit: int = _COMPLETE_PARTS) -> None:
+        self.limit = limit
+        self._parts: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._count = 0
+
+    def add(self, sequence: str, parts: frozenset[str]) -> None:
+        if sequence in self._parts:
+            return
+        self._parts[sequence] = parts
+        self._count += len(parts)
+        while self._count > self.limit and len(self._parts) > 1:
+            _, forgotten = self._parts.popitem(last=False)
+            self._count -= len(forgotten)
+
+    def get(self, sequence: str) -> frozenset[str] | None:
+        return self._parts.get(sequence)
 
 
 class SequenceHolding:
@@ -36,10 +66,12 @@ class SequenceHolding:
     if TYPE_CHECKING:  # the Receiver's, which this class is part of
         channel: str
         stats: ReceiveStats
+        repository: Repository
         clock: Callable[[], float]
         now: Callable[[], datetime]
         sequence_timeout: float
         _held: dict[str, Held]
+        _complete: CompleteSequences
         _reassembler: Reassembler
         _in_flight: set[str]
         _order: dict[str, int]
@@ -56,31 +88,39 @@ class SequenceHolding:
         assert verdict.message is not None
         header = verdict.message["messageHeader"]
         sequence = header["messageSequence"]
+        failed: SequenceError | None = None
+        try:
+            self._check_not_complete(header)
+            whole = self._reassembler.add(verdict.message)
+        except PartConflict as error:  # another part holds its position, or another total: it alone moves
+            self.stats.invalid += 1
+            self._move_parts([(delivery, header)], error.error_code, str(error))
+            return []
+        except SequenceError as error:  # it completed its sequence, but the parts do not join
+            whole, failed = None, error
         held = self._held.setdefault(sequence["sequence"], Held())
-        if sequence["position"] in held.parts:  # the same part again (another messageId)
+        if sequence["position"] in held.parts:  # the same part again (the reassembler ignored it)
             self.stats.duplicates += 1
             return [delivery]
         held.parts[sequence["position"]] = (delivery, header)
         self._in_flight.add(str(header["messageId"]))
-        try:
-            whole = self._reassembler.add(verdict.message)
-        except SequenceError as error:  # parts that do not join: the sequencer's code
+        if failed is not None:  # every part goes, with the sequencer's code
             parts = self._release(sequence["sequence"])
+            self._completed(sequence["sequence"], [h for _, h in parts])
             self.stats.invalid += len(parts)
-            self._move([(d, error.error_code, f"sequence {sequence['sequence']}: {error}") for d in parts])
+            self._move_parts(parts, failed.error_code, f"sequence {sequence['sequence']}: {failed}")
             return []
         if whole is None:
             return []
         del self._held[sequence["sequence"]]
         ordered = [held.parts[position] for position in sorted(held.parts)]
+        self._completed(sequence["sequence"], [h for _, h in ordered])
         check = validate_message(whole, now=now)
         if not check.valid:  # every part goes, decorated with the whole message's code
             assert check.error_code is not None
-            for _, part in ordered:
-                self._forget(str(part["messageId"]))
             why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
             self.stats.invalid += len(ordered)
-            self._move([(d, check.error_code, why) for d, _ in ordered])
+            self._move_parts(ordered, check.error_code, why)
             return []
         self._offer(
             Received(
@@ -124,13 +164,49 @@ class SequenceHolding:
                 del self._held[sequence]
         return dropped
 
-    def _release(self, sequence: str) -> list[Delivery]:
-        """Forget a held sequence entirely; return its deliveries."""
+    def _completed(self, sequence: str, headers: list[Mapping[str, Any]]) -> None:
+        """Remember which parts completed ``sequence``: a part of it arriving later is one of
+        them read again (after a rewind: held anew) or another part, which conflicts with them."""
+        self._complete.add(sequence, frozenset(str(header["messageId"]) for header in headers))
+
+    def _check_not_complete(self, header: Mapping[str, Any]) -> None:
+        """Refuse a part of a sequence complete already (delivered, or moved whole) that is not
+        one of its parts: its position is held. A sequence completed before a restart, or too
+        long ago to be remembered, is not known: such a part waits, and is moved as an incomplete
+        sequence (GENERR006) when it times out."""
+        sequence = header["messageSequence"]
+        parts = self._complete.get(str(sequence["sequence"]))
+        if parts is not None and str(header.get("messageId")) not in parts:
+            raise PartConflict(
+                f"messageHeader.messageSequence: sequence {sequence['sequence']} was complete already "
+                f"({len(parts)} parts); this part (messageId {header.get('messageId')}, position "
+                f"{sequence['position']}) is not one of them"
+            )
+
+    def _release(self, sequence: str) -> list[tuple[Delivery, Mapping[str, Any]]]:
+        """Forget a held sequence entirely; return its deliveries and their headers."""
         self._reassembler.discard(sequence)
         held = self._held.pop(sequence, Held())
         for _, header in held.parts.values():
             self._forget(str(header["messageId"]))
-        return [d for d, _ in held.parts.values()]
+        return [held.parts[position] for position in sorted(held.parts)]
+
+    def _move_parts(self, parts: list[tuple[Delivery, Mapping[str, Any]]], code: ErrorCode, why: str) -> None:
+        """Move parts (decorated with ``code``) and, those moved, record RECEIVED with the code, as
+        a rejected message is: the same part read again (a resend, a redelivery) is then a
+        duplicate, not moved a second time. One that could not be moved is read again."""
+        unmoved = {id(d) for d in self._move([(d, code, why) for d, _ in parts])}
+        moved = [header for delivery, header in parts if id(delivery) not in unmoved]
+        if not moved:
+            return
+        try:
+            self.repository.record([Entry.of(header, RECEIVED, error_code=str(code)) for header in moved])
+        except TransportError:
+            raise
+        except Exception as error:  # moved already: a re-read is then moved again, never lost
+            _log.error("%s: could not record %d moved parts as %s: %s", self.channel, len(moved), code, error)
+        for header in moved:
+            self._forget(str(header["messageId"]), recent=True)
 
     def _time_out_sequences(self) -> None:
         now = self.now()
@@ -150,4 +226,4 @@ class SequenceHolding:
             code, why = verdict
             parts = self._release(incomplete.sequence)
             self.stats.expired += len(parts)
-            self._move([(d, code, why) for d in parts])
+            self._move_parts(parts, code, why)

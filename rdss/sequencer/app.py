@@ -12,6 +12,15 @@ reassembled and validated:
 Consumers therefore never see an incomplete or invalid sequence. Sequences that never
 complete are moved to the error channel by :class:`rdss.sequencer.sweep.Sweep`.
 
+Every part ends in exactly one place. The first part to arrive at a position holds it
+(:mod:`rdss.sequences` says why): the same part again - a redelivery - is dropped and counted
+(``duplicate-part``, or ``late-duplicate`` once the sequence is finished), while another part at
+that position, or a part whose total is not the sequence's, is moved alone to ``invalid`` with
+GENERR004 naming what it conflicts with (``conflict``), before or after the sequence is
+released. A part of a sequence already moved to ``error`` by the sweep follows it there. Each
+part is read through the classifier first: anything else on ``sequence`` (never the broker's
+output) is moved alone with the code it gets.
+
 A part the sequencer fails on (S3 or DynamoDB trouble, or a bug) is nacked with every part after
 it on the shard; a failure that is not the infrastructure's counts an attempt, and once they are
 used up the part is moved to ``error`` with GENERR009 (:meth:`Processor.failed_attempt`).
@@ -32,10 +41,10 @@ from rdss.logfields import message_fields
 from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.repository.entries import record_id
-from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
-from rdss.sequences import SequenceError, join
+from rdss.sequencer.store import COMPLETE, EXPIRED, PENDING, SequenceStore
+from rdss.sequences import SequenceError, conflict, join, same_part, total_conflict
 from rdss.topology import Resolved
-from rdss.validation import validate_message
+from rdss.validation import validate, validate_message
 
 
 @dataclass(eq=False)
@@ -52,8 +61,11 @@ class _Part:
     total: int = 0
     failure: str | None = None
     outputs: list[dict[str, Any]] = field(default_factory=list)
-    #: Set on the part that completed its sequence: the staged positions to clear once sent.
+    #: Set on the part that completed its sequence: the sequence is marked finished once sent.
     completes: frozenset[int] | None = None
+    #: Set on a part that followed its finished sequence to ``error``: staged (what its position
+    #: held) and recorded once sent, so that a redelivery of it is known as a duplicate.
+    follows: bool = False
 
 
 def _part(event: dict[str, Any]) -> _Part:
@@ -101,7 +113,9 @@ class Sequencer(Processor):
             part.failure = f"output not delivered ({failure})"
         for part in parts:
             if part.failure is None and part.completes is not None:
-                self.store.finish(part.sequence, COMPLETE, part.completes)
+                self.store.finish(part.sequence, COMPLETE)
+            if part.failure is None and part.follows:
+                self._note_follower(part)
             if part.failure is None:
                 await send({"type": "message.ack", "id": part.id})
             else:
@@ -110,12 +124,19 @@ class Sequencer(Processor):
         emit_counts(self.processor, tally)
 
     def _take(self, part: _Part, tally: Tally) -> None:
-        message = orjson.loads(part.payload)
+        verdict = validate(part.payload, check_expiry=False, size_limit=None)
+        if not verdict.valid or not verdict.is_part or verdict.message is None:
+            # never the broker's output: whatever was put on the channel, it is moved with its code
+            code = verdict.error_code or ErrorCode.GENERR004
+            why = verdict.error_description or "messageHeader.messageSequence: a whole message, not a sequence part"
+            self._move_alone(part, verdict.header or {}, code, why, tally, "refused")
+            return
+        message = verdict.message
         header = message["messageHeader"]
         sequence = header["messageSequence"]
         part.sequence, part.position, part.total = sequence["sequence"], sequence["position"], sequence["total"]
         expiration = header["messageTimings"].get("expirationTimestamp")
-        progress = self.store.record_part(
+        recorded = self.store.record_part(
             part.sequence,
             part.position,
             part.total,
@@ -123,28 +144,64 @@ class Sequencer(Processor):
             message_class=header["messageClass"],
             message_expires_at=timestamps.epoch_microseconds(expiration) / 1e6 if expiration else None,
         )
-        if progress is None or progress.status != PENDING:
-            status = progress.status if progress else "unknown"
-            if status == COMPLETE or not self.store.note_late_part(part.sequence, part.position):
-                tally.add("outcome", "late-duplicate")  # released already, or moved already
+        progress = recorded.progress
+        if progress.total != part.total:  # the first part said otherwise: it alone is moved
+            error = total_conflict(part.sequence, progress.total, part.total)
+            self._move_alone(part, header, error.error_code, str(error), tally, "conflict")
+            return
+        if not recorded.new:  # its position was recorded before: this part, or another
+            held = self.store.staged(part.sequence, part.position)
+            if held is not None:
+                first = orjson.loads(held)
+                if not same_part(first, message):
+                    error = conflict(part.sequence, part.position, first, message)
+                    self._move_alone(part, header, error.error_code, str(error), tally, "conflict")
+                    return
+                if progress.status != PENDING:
+                    tally.add("outcome", "late-duplicate")  # released already, or moved already
+                    return
+                tally.add("outcome", "duplicate-part")  # delivered again: the sequence goes on as before
+                if progress.complete:  # its release did not get out last time
+                    self._release(part, progress.positions, tally)
                 return
-            # the sequence was already moved to the error channel: this part joins it there
-            rejection = self.rejector.reject(
-                part.payload,
-                ErrorCode.GENERR003 if status == "EXPIRED" else ErrorCode.GENERR006,
-                f"part arrived after sequence {part.sequence} was moved to the error channel ({status})",
-            )
-            part.outputs.append(self.send_to(rejection.channel, rejection.record, part.sequence))
-            logger.warning(
-                f"message moved to {rejection.channel}",
-                extra=message_fields(header, rejection.channel, errorCode=rejection.code),
-            )
-            tally.add("outcome", "late-part")
+            if progress.status == COMPLETE:
+                # released before staged parts were kept (or kept past the bucket's expiry): the
+                # position was recorded, so this is taken for the part released there
+                tally.add("outcome", "late-duplicate")
+                return
+        if progress.status != PENDING:  # the sequence was moved to the error channel: this part follows
+            code = ErrorCode.GENERR003 if progress.status == EXPIRED else ErrorCode.GENERR006
+            why = f"part arrived after sequence {part.sequence} was moved to the error channel ({progress.status})"
+            self._move_alone(part, header, code, why, tally, "late-part")
+            part.follows = True
             return
         self.store.stage(part.sequence, part.position, part.payload)
         tally.add("outcome", "staged")
         if progress.complete:
             self._release(part, progress.positions, tally)
+
+    def _move_alone(
+        self, part: _Part, header: dict[str, Any], code: ErrorCode, description: str, tally: Tally, outcome: str
+    ) -> None:
+        """This part, and not its sequence, moved to the channel of ``code``."""
+        rejection = self.rejector.reject(part.payload, code, description)
+        part.outputs.append(self.send_to(rejection.channel, rejection.record, part.sequence or part.partition_key))
+        logger.warning(
+            f"message moved to {rejection.channel}",
+            extra=message_fields(header, rejection.channel, errorCode=code, errorDescription=description),
+        )
+        tally.add("outcome", outcome)
+        tally.add("code", str(code))
+
+    def _note_follower(self, part: _Part) -> None:
+        """A part that followed its moved sequence is out: stage and record it, so that the same
+        part delivered again is a late duplicate. Should that fail, a redelivery is moved again
+        (a second copy on ``error``), never lost."""
+        try:
+            self.store.stage(part.sequence, part.position, part.payload)
+            self.store.note_late_part(part.sequence, part.position)
+        except Exception:
+            logger.exception("could not record a part moved after its sequence", extra={"record": part.record})
 
     def _release(self, last: _Part, positions: frozenset[int], tally: Tally) -> None:
         """All parts are in: validate the whole and send every part where it belongs."""

@@ -1,8 +1,16 @@
 """Where a sequence waits: part bodies in the staging bucket, progress in the ``sequences`` table.
 
 A part can be close to 1 MB and a DynamoDB item holds at most 400 KB, so the table only keeps
-which positions arrived (a number set: re-adding a duplicate part changes nothing), the total,
-when the first part was seen and when the message expires.
+which positions arrived (a number set), the total, when the first part was seen and when the
+message expires. The first part of a sequence sets its total, type, class and expiry; a position
+is recorded once, by the first part to arrive at it, and a part whose total is not the
+sequence's changes nothing (:meth:`SequenceStore.record_part`).
+
+A staged part stays in the bucket once its sequence is finished, until the bucket's lifecycle
+expires it with the sequence's row (8 days, longer than any channel keeps a record): it is what
+the position held, so a part arriving later is told apart - the same part again, or another part
+conflicting with it (:func:`rdss.sequences.same_part`) - whether the sequence is still waiting,
+released or moved.
 """
 
 # No ``from __future__ import annotations``: a NamedTuple would compile each string annotation
@@ -12,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from botocore.exceptions import ClientError
 
 from rdss.dynamodb import conditional, equal, items
 
@@ -34,6 +44,14 @@ class Progress(NamedTuple):
     @property
     def complete(self) -> bool:
         return len(self.positions) >= self.total
+
+
+class Recorded(NamedTuple):
+    """What :meth:`SequenceStore.record_part` found: the progress, and whether the part's
+    position was recorded by this call."""
+
+    progress: Progress
+    new: bool
 
 
 @dataclass(kw_only=True, eq=False)  # compared by identity: a service, not a value
@@ -59,13 +77,18 @@ class SequenceStore:
         message_type: str,
         message_class: str,
         message_expires_at: float | None,
-    ) -> Progress | None:
-        """Note that a part arrived and return the sequence's progress. A finished sequence is
-        left as it is: its progress comes back with the status it finished with."""
+    ) -> Recorded:
+        """Record that a part arrived at ``position``, if its sequence is pending, has its total
+        and has no part there yet; return the sequence's progress and whether it was recorded.
+
+        Not recorded (``new`` False), the row is as it was: the sequence is finished (its status
+        says how), its total is another, or the position was recorded before (by this part or
+        another: the staged part tells which)."""
         now = self.clock()
         names = {"#s": "status", "#p": "positions", "#t": "total"}
         values: dict[str, Any] = {
             ":p": {"NS": [str(position)]},
+            ":position": {"N": str(position)},
             ":t": {"N": str(total)},
             ":f": {"N": str(now)},
             ":x": {"N": str(int(now) + RETENTION_SECONDS)},
@@ -73,37 +96,50 @@ class SequenceStore:
             ":mt": {"S": message_type},
             ":mc": {"S": message_class},
         }
+        # the first part sets what the sequence is; later parts only add their position
         update = (
             "ADD #p :p SET #t = if_not_exists(#t, :t), firstSeen = if_not_exists(firstSeen, :f), "
-            "expiresAt = :x, #s = if_not_exists(#s, :pending), messageType = :mt, messageClass = :mc"
+            "expiresAt = :x, #s = if_not_exists(#s, :pending), messageType = if_not_exists(messageType, :mt), "
+            "messageClass = if_not_exists(messageClass, :mc)"
         )
         if message_expires_at is not None:
-            update += ", messageExpiresAt = :m"
+            update += ", messageExpiresAt = if_not_exists(messageExpiresAt, :m)"
             values[":m"] = {"N": str(message_expires_at)}
-        response = self._update(
-            sequence, update, "attribute_not_exists(#s) OR #s = :pending", names, values, ReturnValues="ALL_NEW"
-        )
-        if response is None:  # finished already: its progress as it finished
-            return self.get(sequence)
-        return _progress(response["Attributes"])
+        condition = "attribute_not_exists(#s) OR (#s = :pending AND #t = :t AND NOT contains(#p, :position))"
+        response = self._update(sequence, update, condition, names, values, ReturnValues="ALL_NEW")
+        if response is not None:
+            return Recorded(_progress(response["Attributes"]), new=True)
+        progress = self.get(sequence)
+        if progress is None:  # pragma: no cover - a row never goes but by its TTL, days later
+            raise LookupError(f"sequence {sequence}: its row was refused and then not found")
+        return Recorded(progress, new=False)
 
     def get(self, sequence: str) -> Progress | None:
         item = self.dynamodb.get_item(TableName=self.table, Key={"sequence": {"S": sequence}}, ConsistentRead=True)
         return _progress(item["Item"]) if "Item" in item else None
 
-    def note_late_part(self, sequence: str, position: int) -> bool:
-        """Record a part of an already finished sequence; False when it was recorded before."""
-        recorded = self._update(
+    def note_late_part(self, sequence: str, position: int) -> None:
+        """Record a part that joined an already finished sequence (moved after it)."""
+        self._update(
             sequence,
             "ADD #p :p",
-            "attribute_exists(#s) AND NOT contains(#p, :position)",
+            "attribute_exists(#s)",
             {"#p": "positions", "#s": "status"},
-            {":p": {"NS": [str(position)]}, ":position": {"N": str(position)}},
+            {":p": {"NS": [str(position)]}},
         )
-        return recorded is not None
 
     def stage(self, sequence: str, position: int, payload: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self.part_key(sequence, position), Body=payload)
+
+    def staged(self, sequence: str, position: int) -> bytes | None:
+        """The part staged at ``position``; None when there is none (never staged, or expired)."""
+        try:
+            body: bytes = self.s3.get_object(Bucket=self.bucket, Key=self.part_key(sequence, position))["Body"].read()
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        return body
 
     def load(self, sequence: str, positions: frozenset[int] | set[int]) -> dict[int, bytes]:
         return {
@@ -111,19 +147,14 @@ class SequenceStore:
             for p in sorted(positions)
         }
 
-    def finish(self, sequence: str, status: str, positions: frozenset[int] | set[int]) -> bool:
-        """Mark a pending sequence finished and drop its staged parts; False if it was not pending."""
+    def finish(self, sequence: str, status: str) -> bool:
+        """Mark a pending sequence finished; False if it was not pending. Its staged parts stay
+        (see the module docstring)."""
         values = {":done": {"S": status}, ":pending": {"S": PENDING}, ":now": {"N": str(self.clock())}}
         finished = self._update(
             sequence, "SET #s = :done, finishedAt = :now", "#s = :pending", {"#s": "status"}, values
         )
-        if finished is None:
-            return False
-        if positions:
-            objects = [{"Key": self.part_key(sequence, p)} for p in sorted(positions)]
-            for start in range(0, len(objects), 1000):
-                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": objects[start : start + 1000]})
-        return True
+        return finished is not None
 
     def pending(self) -> list[Progress]:
         """Every sequence still waiting for parts."""

@@ -96,7 +96,7 @@ class Sweep:
                 logger.error("could not move a stale sequence", extra={"sequence": progress.sequence})
                 tally.add("outcome", "retry-later")
                 continue
-            if self.store.finish(progress.sequence, status, progress.positions):
+            if self.store.finish(progress.sequence, status):
                 for payload in staged.values():
                     header = orjson.loads(payload)["messageHeader"]
                     logger.warning(

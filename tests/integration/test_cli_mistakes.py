@@ -13,6 +13,7 @@ the reserved ``.invalid`` domain, which never resolves.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
@@ -24,9 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 import pytest
 
 from rdss.local.emulator import Endpoint
+from rdss.sequences import split
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.integration
@@ -254,6 +257,12 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("split-out-file", "split", VALID, "--out", str(a_file), "--limit", "2000")
     yield case("join-dev-zero", "join", big)
     yield case("join-garbage", "join", str(a_file), exits=(1,))
+    for label, total in (("10e8", 10**8), ("2e31", 2**31), ("10e30", 10**30)):  # one part of a huge total
+        lone = tmp / f"part-of-{label}.json"
+        part = split(orjson.loads(Path(VALID).read_bytes()), 1500)[0]
+        part["messageHeader"]["messageSequence"]["total"] = total
+        lone.write_text(json.dumps(part))  # orjson writes no integer beyond 64 bits
+        yield case(f"join-total-{label}", "join", str(lone), exits=(1,))
     yield case("adaptor-profile-dev-zero", "adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--once", "--url",
                "memory://x", "--profile", big)  # fmt: skip
     yield case("adaptor-profile-directory", "adaptor", "oai-pmh", "http://127.0.0.1:1/oai", "--once", "--url",

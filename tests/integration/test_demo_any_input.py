@@ -11,6 +11,7 @@ Local Data Repository, and reads the archive's lines, whatever they hold, withou
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,6 +194,25 @@ def inputs(seed: int = 2611) -> dict[str, tuple[bytes, Expected]]:
         add(f"sequence-part-{position}-of-{len(parts)}.json", orjson.dumps(part), routed("metadata"))
     lone = split(workload.large(30_000), limit=12_000)
     add("sequence-lone-part.json", orjson.dumps(lone[0]), Expected(("pending",), [], None))
+    # two parts at one position (another fragment under another messageId) before the last part:
+    # the first holds the position and is released with its sequence, the second moved alone
+    contested = split(workload.large(30_000), limit=12_000)
+    second = copy.deepcopy(contested[0])
+    second["messageBody"] = second["messageBody"][::-1]
+    second["messageHeader"]["messageId"] = "5b0e3c1a-9d2f-4e6b-8a7c-1f2e3d4c5b6a"
+    add("contested-part-1.json", orjson.dumps(contested[0]), routed("metadata"))
+    add("contested-part-1-other-body.json", orjson.dumps(second), rejected("GENERR004"))
+    for position, part in enumerate(contested[1:], 2):
+        add(f"contested-part-{position}.json", orjson.dumps(part), routed("metadata"))
+    # totals no sequence can have: refused by the broker, never waited for
+    for name, total, message_id in (
+        ("10e30", 10**30, "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"),
+        ("2e31", 2**31, "8d2e3f4a-5b6c-4d7e-9f8a-0b1c2d3e4f5a"),
+    ):
+        impossible = copy.deepcopy(contested[1])
+        impossible["messageHeader"]["messageSequence"]["total"] = total
+        impossible["messageHeader"]["messageId"] = message_id
+        add(f"sequence-total-{name}.json", json.dumps(impossible).encode(), rejected("GENERR004"))
     huge = orjson.dumps(workload.large(1_100_000))
     assert len(huge) > KINESIS_LIMIT
     add("oversize-beyond-kinesis.json", huge, Expected(("refused",), [], "GENERR006"))
@@ -213,6 +233,8 @@ def test_inputs_cover_every_class() -> None:
         "empty",
         "sequence-part",
         "sequence-lone-part",
+        "contested-part",
+        "sequence-total",
     ):
         assert kind in names, kind
     for name, (payload, expected) in files.items():

@@ -100,8 +100,14 @@ def test_numbers_beyond_64_bits_and_a_double_get_the_verdict_of_their_value(crea
     assert "outside 1..total" in (verdict.error_description or "")
     role = orjson.dumps(create).replace(b'"role":', b'"role":1e400,"x":', 1)
     assert verdict_of(role).error_code is ErrorCode.GENERR001
-    # 2^64 is an integer, though orjson reads it as a float: here a part of 2^64 parts
+    # 2^64 is an integer, though orjson reads it as a float: here a total of 2^64 parts, judged
+    # exactly as more than any sequence may have (a float would have been "not an integer")
     total = orjson.dumps(create).replace(b'"total":1', b'"total":18446744073709551616', 1)
+    verdict = verdict_of(total)
+    assert verdict.error_code is ErrorCode.GENERR004
+    assert "total: 18446744073709551616 parts is more than a sequence may have" in (verdict.error_description or "")
+    # and a total a sequence may have, with a whole body: a part's body is a string fragment
+    total = orjson.dumps(create).replace(b'"total":1', b'"total":3', 1)
     verdict = verdict_of(total)
     assert verdict.error_code is ErrorCode.GENERR001
     assert "string fragment" in (verdict.error_description or "")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import orjson
@@ -105,6 +107,52 @@ def test_split_honours_the_limit_and_join_reports_gaps(capsys, tmp_path: Path):
     code, _, err = run(capsys, "join", *map(str, parts[1:]))
     assert code == 1
     assert "missing positions [1]" in err
+
+
+@pytest.mark.parametrize("total", [10**8, 2**31, 10**30])
+def test_join_of_one_part_with_a_huge_total_answers_in_one_line(capsys, tmp_path: Path, total: int):
+    code, _, _ = run(capsys, "split", str(VALID), "--out", str(tmp_path), "--limit", "1500")
+    assert code == 0
+    part = orjson.loads(sorted(tmp_path.glob("part-*.json"))[0].read_bytes())
+
+    def join_alone(total: int) -> tuple[int, str, str, int]:
+        part["messageHeader"]["messageSequence"]["total"] = total
+        lone = tmp_path / f"lone-{total}.json"
+        lone.write_text(json.dumps(part))  # orjson writes no integer beyond 64 bits
+        tracemalloc.start()
+        try:
+            code, out, err = run(capsys, "join", str(lone))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return code, out, err, peak
+
+    join_alone(2)  # once first: what a first classification loads is not the answer's
+    *_, usual = join_alone(2)  # a part whose sequence lacks one more (reading a file takes a buffer)
+    code, out, err, peak = join_alone(total)
+    assert code == 1
+    assert out == ""
+    assert err == (
+        f"rdss join: {tmp_path / f'lone-{total}.json'}: GENERR004 messageHeader.messageSequence.total: {total} "
+        "parts is more than a sequence may have (at most 10,000: no sequence that long could be held whole to be "
+        "reassembled)\n"
+    )
+    assert peak < usual + 1_000_000  # nothing per position the total names (10^8 took 11.5 GB)
+
+
+def test_join_refuses_two_different_parts_at_one_position(capsys, tmp_path: Path):
+    code, _, _ = run(capsys, "split", str(VALID), "--out", str(tmp_path), "--limit", "1500")
+    assert code == 0
+    parts = sorted(tmp_path.glob("part-*.json"))
+    other = orjson.loads(parts[0].read_bytes())
+    other["messageBody"] = other["messageBody"][::-1]
+    other["messageHeader"]["messageId"] = "0b3f1d4e-8a4c-4a55-9b4a-7f2f1a1d2c3e"
+    (tmp_path / "other.json").write_bytes(orjson.dumps(other))
+    code, out, err = run(capsys, "join", *map(str, parts), str(tmp_path / "other.json"))
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1
+    assert "position 1 of sequence" in err
+    assert "another fragment" in err
 
 
 def test_split_refuses_an_invalid_message(capsys, tmp_path: Path):

@@ -181,6 +181,16 @@ STRICTER = (
         ),
     ),
     Difference(
+        "a total no sequence can have",
+        "a sequence of more than 10,000 parts (rdss.MAX_SEQUENCE_PARTS; 10 GB of full parts) could never "
+        "be held whole to be reassembled, so none is waited for (GENERR004); the published header sets "
+        "no maximum",
+        lambda message, verdict: (
+            _names(verdict, "messageHeader.messageSequence.total:")
+            and "is more than a sequence may have" in (verdict.error_description or "")
+        ),
+    ),
+    Difference(
         "a Document answering a Read without correlationId",
         "the spec: a response carries the messageId of the request it answers; the published header "
         "cannot state a rule over two fields",
@@ -461,6 +471,7 @@ def test_each_difference_is_real():
     uuid_ = _delete()["messageBody"]["objectUuid"]
     stricter = {
         "position outside 1..total": _changed(_delete(), ("messageHeader", "messageSequence", "position"), 2),
+        "a total no sequence can have": _changed(_delete(), ("messageHeader", "messageSequence", "total"), 10_001),
         "a Document answering a Read without correlationId": _changed(
             read, ("messageHeader", "correlationId"), _MISSING
         ),

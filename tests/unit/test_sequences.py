@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import random
+import tracemalloc
+import uuid
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rdss import MAX_SEQUENCE_PARTS, history, schemas
 from rdss.messages import new_message
-from rdss.sequences import Reassembler, SequenceError, join, split
+from rdss.sequences import PartConflict, Reassembler, SequenceError, join, same_part, split
 from rdss.validation import validate
 from rdss.workload import Workload
 
@@ -142,3 +147,100 @@ def test_the_reassembler_refuses_a_part_that_disagrees_on_total():
     liar["messageHeader"]["messageSequence"]["total"] = 99
     with pytest.raises(SequenceError, match="total"):
         reassembler.add(liar)
+
+
+# -- parts that conflict, totals no sequence can have ----------------------------------------------
+def _other_fragment(part: dict, *, message_id: str | None = None) -> dict:
+    other = copy.deepcopy(part)
+    other["messageBody"] = part["messageBody"][::-1]
+    other["messageHeader"]["messageId"] = message_id or str(uuid.uuid4())
+    return other
+
+
+def test_the_first_part_at_a_position_holds_it_and_another_is_refused_alone():
+    parts = split(Workload(20).large(30_000), 10_000)
+    reassembler = Reassembler()
+    assert reassembler.add(parts[0]) is None
+    assert reassembler.add(copy.deepcopy(parts[0])) is None  # the same part again: ignored
+    with pytest.raises(PartConflict, match=f"held by part {parts[0]['messageHeader']['messageId']}") as refused:
+        reassembler.add(_other_fragment(parts[0]))
+    assert refused.value.error_code == "GENERR004"
+    assert "another fragment" in str(refused.value)
+    same_fragment = copy.deepcopy(parts[0])
+    same_fragment["messageHeader"]["messageId"] = str(uuid.uuid4())
+    with pytest.raises(PartConflict, match="the same fragment under another messageId"):
+        reassembler.add(same_fragment)
+    wholes = [reassembler.add(part) for part in parts[1:]]  # the sequence went on without them
+    assert wholes[-1] is not None
+    assert wholes[-1]["messageBody"] == join(parts)["messageBody"]
+
+
+def test_the_same_part_with_hops_added_is_the_same_part():
+    parts = split(Workload(21).large(30_000), 10_000)
+    hopped = orjson.loads(history.append(orjson.dumps(parts[0]), history.hop("broker")))
+    assert same_part(parts[0], hopped)
+    assert not same_part(parts[0], _other_fragment(parts[0], message_id=parts[0]["messageHeader"]["messageId"]))
+    assert join([parts[0], hopped, *parts[1:]])["messageBody"] == join(parts)["messageBody"]
+
+
+def test_join_refuses_two_different_parts_at_one_position():
+    parts = split(Workload(22).large(30_000), 10_000)
+    with pytest.raises(PartConflict, match="position 1 of sequence"):
+        join([parts[0], _other_fragment(parts[0]), *parts[1:]])
+
+
+def test_a_part_with_another_total_is_refused_and_its_sequence_goes_on():
+    parts = split(Workload(23).large(30_000), 10_000)
+    reassembler = Reassembler()
+    reassembler.add(parts[0])
+    liar = copy.deepcopy(parts[1])
+    liar["messageHeader"]["messageSequence"]["total"] = 99
+    with pytest.raises(PartConflict, match=f"has {len(parts)} parts \\(its first part said so\\); this part says 99"):
+        reassembler.add(liar)
+    assert [reassembler.add(p) is not None for p in parts[1:]][-1]
+
+
+@pytest.mark.parametrize("total", [MAX_SEQUENCE_PARTS + 1, 2**31, 10**8, 10**30])
+def test_a_total_no_sequence_can_have_is_refused_without_counting_to_it(total: int):
+    part = split(Workload(24).large(30_000), 10_000)[0]
+    part["messageHeader"]["messageSequence"]["total"] = total
+    tracemalloc.start()
+    try:
+        with pytest.raises(PartConflict, match="a sequence has 1 to 10,000"):
+            join([part])
+        with pytest.raises(PartConflict, match="a sequence has 1 to 10,000"):
+            Reassembler().add(part)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000  # nothing per position the total names
+    verdict = validate(json.dumps(part))
+    assert verdict.error_code == "GENERR004"
+    assert verdict.error_description == (
+        f"messageHeader.messageSequence.total: {total} parts is more than a sequence may have (at most 10,000: "
+        "no sequence that long could be held whole to be reassembled)"
+    )
+
+
+def test_the_largest_total_is_a_sequence_and_its_missing_positions_are_named_from_the_gaps():
+    part = split(Workload(25).large(30_000), 10_000)[0]
+    part["messageHeader"]["messageSequence"]["total"] = MAX_SEQUENCE_PARTS
+    assert validate(orjson.dumps(part)).valid
+    with pytest.raises(SequenceError, match=r"missing positions \[2, 3, 4, 5, 6, 7, 8, 9, 10, 11\] of 10000"):
+        join([part])
+    last = copy.deepcopy(part)
+    last["messageHeader"]["messageSequence"]["position"] = 3
+    with pytest.raises(SequenceError, match=r"missing positions \[2, 4, 5, 6, 7, 8, 9, 10, 11, 12\] of 10000"):
+        join([last, part])
+
+
+def test_the_schemas_maximum_total_is_the_packages():
+    total = schemas.documents()["message/header.json"]["$defs"]["messageSequence"]["properties"]["total"]
+    assert total["maximum"] == MAX_SEQUENCE_PARTS
+
+
+def test_split_refuses_a_message_that_would_take_more_parts_than_a_sequence_may_have(monkeypatch):
+    # the bound lowered, so that it is reached without a 10 GB message
+    monkeypatch.setattr("rdss.sequences.MAX_SEQUENCE_PARTS", 5)
+    with pytest.raises(ValueError, match=r"would take [0-9]+ parts; a sequence has at most 5"):
+        split(new_message("VocabularyPatch", {"terms": ["x" * 40] * 300}), 700)
