@@ -185,10 +185,8 @@ class BatchOutcome:
         verb = ("would archive" if dry_run else "archived") if archiving else "put back"
         verb = "would put back" if dry_run and verb == "put back" else verb
         left = f" ({self.left} of them processed or put back before: left alone)" if self.left else ""
-        return (
-            f"{self.processor}: {verb} {self.records - self.left} record(s) of {self.channel} "
-            f"from the {self.source}{left}: {what}"
-        )
+        back = f"{self.records - self.left} record(s) of {self.channel}"
+        return f"{self.processor}: {verb} {back} from the {self.source}{left}: {what}"
 
 
 @dataclass
@@ -494,8 +492,7 @@ class Redriver:
         pointer, channel = outcome.pointer, outcome.channel
         assert pointer is not None
         assert channel is not None
-        going = list(enumerate(outcome.found))
-        claims: RedriveClaims | None = None
+        going, claims = list(enumerate(outcome.found)), None
         if self.deployment.topology.channel(channel).kind == "input":
             if self.dynamodb is None:
                 outcome.problem = "there is no DynamoDB client to settle the broker's claims with"
