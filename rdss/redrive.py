@@ -7,27 +7,27 @@ pointer:
 
 1. it reads the records from the stream (``AT_SEQUENCE_NUMBER`` from the first, up to the last);
    a range the stream no longer holds (past its retention) is looked for in the audit archive;
-2. it puts them back on the same channel, each under a partition key that carries the record's
-   original identity (:func:`redrive_key`) and with an explicit hash key inside its shard's
-   range, so they land on the shard they came from;
+2. it puts them back on the same channel, each under the partition key it was put with and with
+   an explicit hash key inside its shard's range, so they land on the shard they came from;
 3. it deletes the pointer only once every record was accepted (PutRecords acknowledged them);
    a pointer it could not honour stays in the queue, and the report says why.
 
-Why the identity travels with the record: the broker claims each message in its Local Data
-Repository under the record that carried it, and lists in a batch ledger the records whose
-outputs went out. A parked record may have been claimed without its outputs being sent; put
-back as a stranger it would look like a duplicate of itself and be dropped. Carrying its
-identity it is the same record delivered again: sent now if its outputs never went,
-acknowledged without sending if they did. So a batch whose records had partly gone out, or a
-redrive run twice, routes nothing twice. (The sequencer needs no identity: it stages parts by
-position, and a part that arrives again changes nothing.)
+A record put back is a new record: the broker judges every record of ``input`` by its content
+and knows it by the identity Kinesis gave it, never by anything in the record (a mark in the
+partition key would be a producer's to forge too). What the parked record's delivery left in
+the broker's Local Data Repository is settled first (:mod:`rdss.redrive_claims`): a record
+whose outputs went out (its claim's batch ledger lists it) is not put back; a message claimed
+by the parked record but never sent has that claim released, so the new record is not dropped
+as its duplicate; and each record put back is noted with the record it became. So a batch whose
+records had partly gone out, or a redrive run twice, routes nothing twice. (The sequencer needs
+none of this: it stages parts by position, and a part that arrives again changes nothing.)
 
 A range past the stream's retention is looked for in the audit archive. Its entries carry each
 record's identity (:mod:`rdss.archive`): the entries of the range's shard and sequence numbers
 are its records, exactly. An archive written before entries holds bare bytes, matched through
 the Local Data Repository: an archived message claimed by a record of the range is that record
-(put back with its identity); a message valid on arrival that nobody claimed was never
-processed (put back as it is). Legacy records with no trustworthy messageId cannot be matched
+(settled as that record); a message valid on arrival that nobody claimed was never processed
+(put back as it is). Legacy records with no trustworthy messageId cannot be matched
 and are reported, as is a range older than the repository's memory, where "nobody claimed it"
 no longer means "never processed".
 
@@ -50,8 +50,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss import archive
 from rdss.putrecords import PutRecordsBatcher, Record
+from rdss.redrive_claims import RedriveClaims
 from rdss.repository.dynamodb import LocalDataRepository
-from rdss.repository.entries import RETENTION_SECONDS, redrive_key, redriven_record
+from rdss.repository.entries import RETENTION_SECONDS, claimable_id
 from rdss.retry import Backoff
 from rdss.topology import Deployment
 from rdss.validation import validate
@@ -139,7 +140,8 @@ def _moment(value: Any) -> datetime | None:
 
 @dataclass(frozen=True)
 class Found:
-    """A record to put back: its bytes and the identity it carries (None: it goes as new)."""
+    """A record to put back: its bytes and the stream record it was (None: not known, from an
+    archive written before entries)."""
 
     data: bytes
     identity: str | None
@@ -161,6 +163,8 @@ class BatchOutcome:
     records: int = 0
     #: Where they were found: ``stream`` or ``archive``.
     source: str = ""
+    #: Records found but not put back: their outputs went out, or a run put them back before.
+    left: int = 0
     #: Why the pointer could not be honoured in full (it stays in the queue); None when it was.
     problem: str | None = None
     #: The SQS message id, for a message that is not a pointer at all.
@@ -180,7 +184,9 @@ class BatchOutcome:
             return f"{self.processor}: NOT RECOVERED {what}: {self.problem}{done}"
         verb = ("would archive" if dry_run else "archived") if archiving else "put back"
         verb = "would put back" if dry_run and verb == "put back" else verb
-        return f"{self.processor}: {verb} {self.records} record(s) of {self.channel} from the {self.source}: {what}"
+        left = f" ({self.left} of them processed or put back before: left alone)" if self.left else ""
+        back = f"{self.records - self.left} record(s) of {self.channel}"
+        return f"{self.processor}: {verb} {back} from the {self.source}{left}: {what}"
 
 
 @dataclass
@@ -267,8 +273,10 @@ class Redriver:
                 self._from_archive(trimmed)
             archives = bool(self.deployment.topology.processor(name).archives)
             for _, outcome in outcomes:
-                if outcome.found and not dry_run:
-                    self._archive(outcome) if archives else self._put_back(outcome)
+                if outcome.found and archives and not dry_run:
+                    self._archive(outcome)
+                elif outcome.found and not archives:
+                    self._put_back(outcome, dry_run=dry_run)
                 if outcome.records == 0 and outcome.problem is None and outcome.pointer is not None:
                     outcome.problem = "no records found"
                 report.batches.append(outcome)
@@ -361,7 +369,7 @@ class Redriver:
         outcome.found = [
             Found(
                 r["Data"],
-                redriven_record(r["PartitionKey"]) or f"{pointer.shard_id}/{r['SequenceNumber']}",
+                f"{pointer.shard_id}/{r['SequenceNumber']}",
                 r["PartitionKey"],
                 r["SequenceNumber"],
                 r.get("ApproximateArrivalTimestamp"),
@@ -405,19 +413,17 @@ class Redriver:
                 for other in searchable:  # an entry names its record: in a range, or in none
                     assert other.pointer is not None
                     if entry.stream == other.pointer.stream and other.pointer.covers_record(entry.record or ""):
-                        other.found.append(
-                            Found(entry.payload, redriven_record(entry.partition_key or "") or entry.record)
-                        )
-        ids = {line: _message_id(line) for line in lines}
+                        other.found.append(Found(entry.payload, entry.record, entry.partition_key))
+        ids = {line: claimable_id(line) for line in lines}
         claims = LocalDataRepository(self.dynamodb, self.deployment.table("messages")).get(
             [i for i in ids.values() if i]
         )
         arrived = min(o.pointer.first_arrival for o in searchable if o.pointer and o.pointer.first_arrival)
         unclaimed: list[bytes] = []
-        for line, message_id in ids.items():
-            claim = claims.get(message_id or "")
+        for line, named in ids.items():
+            claim = claims.get(named or "")
             if claim is None:
-                if message_id is not None and validate(line, now=arrived).valid:
+                if named is not None and validate(line, now=arrived).valid:
                     unclaimed.append(line)  # valid when it arrived and never claimed: never processed
                 continue
             claimed_by = str(claim.get("claimedBy", ""))
@@ -480,21 +486,38 @@ class Redriver:
             hour += timedelta(hours=1)
         return lines
 
-    def _put_back(self, outcome: BatchOutcome) -> None:
-        """Put the records on their channel; a refusal becomes the outcome's problem."""
+    def _put_back(self, outcome: BatchOutcome, *, dry_run: bool) -> None:
+        """Settle the records' claims (the broker's channel only), put back those that go back
+        and note what each became; a refusal becomes the outcome's problem."""
         pointer, channel = outcome.pointer, outcome.channel
         assert pointer is not None
         assert channel is not None
+        going, claims = list(enumerate(outcome.found)), None
+        if self.deployment.topology.channel(channel).kind == "input":
+            if self.dynamodb is None:
+                outcome.problem = "there is no DynamoDB client to settle the broker's claims with"
+                return
+            claims = RedriveClaims(self.dynamodb, self.deployment.table("messages"), clock=self.clock)
+            try:
+                back = claims.settle([(f.identity, f.data) for f in outcome.found], dry_run=dry_run)
+            except (ClientError, BotoCoreError) as error:
+                outcome.problem = f"reading or releasing the broker's claims failed: {error}"
+                return
+            going = [(i, f) for (i, f), goes in zip(going, back, strict=True) if goes]
+            outcome.left = len(outcome.found) - len(going)
+        if dry_run:
+            return
         stream = self.deployment.stream(channel)
         hash_key = self._shard_hash_key(stream, pointer.shard_id)
         records = [
             Record(
                 stream,
                 item.data,
-                redrive_key(item.identity) if item.identity else _fresh_key(item.data, index),
+                item.partition_key or _fresh_key(item.data, index),
                 explicit_hash_key=hash_key,
+                token=item.identity,
             )
-            for index, item in enumerate(outcome.found)
+            for index, item in going
         ]
         try:
             report = self.batcher.put(records)
@@ -507,6 +530,13 @@ class Redriver:
                 f"{len(report.failed)} of {len(records)} record(s) not accepted by {stream} "
                 f"({first.error_code}: {first.error_message})"
             )
+        if claims is None:
+            return
+        moves = [(d.record.token, f"{d.shard_id}/{d.sequence_number}") for d in report.delivered if d.record.token]
+        try:
+            claims.note(moves)
+        except (ClientError, BotoCoreError) as error:
+            outcome.problem = outcome.problem or f"noting the records put back failed: {error}"
 
     def _archive(self, outcome: BatchOutcome) -> None:
         """Archive the records of an archiver's parked batch now, each with its identity."""
@@ -532,16 +562,8 @@ class Redriver:
         return None  # the shard is gone: any open shard will do
 
 
-def _message_id(payload: bytes) -> str | None:
-    try:
-        value = orjson.loads(payload)["messageHeader"]["messageId"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return None
-    return value if isinstance(value, str) and value else None
-
-
 def _fresh_key(payload: bytes, index: int) -> str:
-    return _message_id(payload) or f"redrive-{index:08d}"
+    return claimable_id(payload) or f"redrive-{index:08d}"
 
 
 def redrive(

@@ -9,8 +9,9 @@ own counts:
   and sequencer forwarded (with their messageHistory hops), and the decorated copies on
   ``invalid`` and ``error`` (errorCode, errorDescription);
 * the broker's Local Data Repository (the ``messages`` table): its claim of the messageId (which
-  record claimed it, when) and the claims of records it found invalid
-  (``record#<shard>/<sequence number>``);
+  record claimed it, when), the claims of records it found invalid
+  (``record#<shard>/<sequence number>``) and the notes ``rdss redrive`` left for parked records it
+  put back (``redriven#<shard>/<sequence number>``: the new record, followed in turn);
 * consumers' moves: the decorated copies a gateway receiver put on ``invalid`` or ``error``
   itself, told from the broker's rejections by their partition key ``moved:<group>``
   (:func:`rdss.rejection.moved_by`), never by anything in the message;
@@ -43,7 +44,7 @@ from rdss.errors import ErrorCode
 from rdss.rejection import moved_by
 from rdss.repository.conflicts import CONFLICT
 from rdss.repository.dynamodb import LocalDataRepository
-from rdss.repository.entries import Repository
+from rdss.repository.entries import Repository, record_key, redriven_key
 from rdss.topology import Deployment
 from rdss.trace_content import carried_header as _carried_header
 from rdss.trace_content import header_of as _header_of
@@ -85,13 +86,15 @@ class Dispatch:
 
     record: str
     arrived: datetime | None
-    outcome: str  # routed | part | invalid | error | duplicate | conflict | pending
+    outcome: str  # routed | part | invalid | error | duplicate | conflict | redriven | pending
     channels: list[str] = field(default_factory=list)
     error_code: str | None = None
     error_description: str | None = None
     duplicate_of: str | None = None
     #: For a conflict: the record that claimed the messageId first, for a different message.
     conflicts_with: str | None = None
+    #: For a record parked and put back by ``rdss redrive``: the record it went back as.
+    redriven_as: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {"record": self.record, "outcome": self.outcome, "channels": self.channels}
@@ -102,6 +105,7 @@ class Dispatch:
             ("errorDescription", self.error_description),
             ("duplicateOf", self.duplicate_of),
             ("conflictsWith", self.conflicts_with),
+            ("redrivenAs", self.redriven_as),
         ):
             if value:
                 found[name] = value
@@ -139,7 +143,7 @@ class Timeline:
         if self.whole is not None:
             return f"sequence {self.sequence_id}: " + _whole_summary(self.whole)
         parts = []
-        for outcome in ("routed", "part", "conflict", "invalid", "error", "duplicate", "pending"):
+        for outcome in ("routed", "part", "conflict", "invalid", "error", "duplicate", "redriven", "pending"):
             chosen = [d for d in self.dispatches if d.outcome == outcome]
             if not chosen:
                 continue
@@ -156,6 +160,8 @@ class Timeline:
                 parts.append(f"{len(chosen)} record(s) moved to {outcome} ({', '.join(codes)})")
             elif outcome == "duplicate":
                 parts.append(f"{len(chosen)} duplicate record(s) dropped")
+            elif outcome == "redriven":
+                parts.append(f"{len(chosen)} parked record(s) put back by rdss redrive")
             else:
                 parts.append(f"{len(chosen)} record(s) not processed yet")
         for group, channel, code in self.moves:
@@ -294,7 +300,7 @@ class Tracer:
                 Event(published, "producer", f"published by {header.get('generator')}", {"header": header})
             )
         ldr = LocalDataRepository(self.dynamodb, self.deployment.table("messages"))
-        keys = [message_id, *(f"record#{r.record}" for r in found["input"])]
+        keys = [message_id, *(k for r in found["input"] for k in (record_key(r.record), redriven_key(r.record)))]
         claims = ldr.get(keys)
         self._gateway_entries(timeline)
         self._dispatches(timeline, found, claims)
@@ -366,8 +372,14 @@ class Tracer:
                 continue  # another message naming this id (a reply's correlationId, say)
             timeline.events.append(Event(record.arrived, "input", f"record {record.record} entered input"))
             dispatch = Dispatch(record.record, record.arrived, "pending")
-            record_claim = claims.get(f"record#{record.record}")
-            if record_claim is not None and record_claim.get("status") == CONFLICT:
+            record_claim = claims.get(record_key(record.record))
+            note = claims.get(redriven_key(record.record))
+            if note is not None:  # its batch was parked: put back as a new record, traced as itself
+                dispatch.outcome = "redriven"
+                dispatch.redriven_as = str(note.get("redrivenAs"))
+                what = f"record {record.record}: parked, put back by rdss redrive as record {dispatch.redriven_as}"
+                timeline.events.append(Event(_noted_at(note), "redrive", what))
+            elif record_claim is not None and record_claim.get("status") == CONFLICT:
                 dispatch.outcome = "conflict"
                 dispatch.channels = ["invalid"]
                 dispatch.error_code = record_claim.get("errorCode")
@@ -550,6 +562,11 @@ def _is_error(code: Any) -> bool:
         return ErrorCode(str(code)).channel.value == "error"
     except ValueError:
         return False
+
+
+def _noted_at(note: Mapping[str, Any]) -> datetime | None:
+    at = note.get("redrivenAt")
+    return datetime.fromtimestamp(int(at), UTC) if isinstance(at, int) else None
 
 
 def _claimed_at(claim: Mapping[str, Any]) -> datetime | None:

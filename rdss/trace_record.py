@@ -4,8 +4,9 @@ A messageId names most records, but not all: an empty record, bytes that are not
 header without an id. Every record has an identity - the shard and sequence number Kinesis
 gave it, which a producer's PutRecords answer and ``rdss local demo`` report and the archive
 keeps - and this
-follows one: the record on ``input`` (while the stream holds it), the broker's claim of it,
-its decorated copies on ``invalid`` and ``error`` (their original bytes are the record's), and
+follows one: the record on ``input`` (while the stream holds it), the broker's claim of it (or
+the note ``rdss redrive`` left when it put the record back, parked, as a new record), its
+decorated copies on ``invalid`` and ``error`` (their original bytes are the record's), and
 the archive entries of it: its own entry in the audit archive (by identity, each once however
 often archived) and the entries of its decorated copies in the errors archive.
 """
@@ -21,6 +22,8 @@ from botocore.exceptions import ClientError
 
 from rdss import archive, decoration
 from rdss.repository.dynamodb import LocalDataRepository
+from rdss.repository.entries import claimable_id, record_key, redriven_key
+from rdss.trace_content import is_part
 
 if TYPE_CHECKING:
     from rdss.trace import Timeline, Tracer
@@ -46,13 +49,29 @@ def trace_record(tracer: Tracer, record: str, *, since: datetime | None = None) 
     if payload is not None:
         timeline.events.append(Event(arrived, "input", f"record {record} entered input ({len(payload):,} bytes)"))
         dispatch = Dispatch(record, arrived, "pending")
-        claim = LocalDataRepository(tracer.dynamodb, tracer.deployment.table("messages")).get([f"record#{record}"])
-        claimed = claim.get(f"record#{record}")
-        if claimed is not None:
+        ldr = LocalDataRepository(tracer.dynamodb, tracer.deployment.table("messages"))
+        named = claimable_id(payload)
+        kept = ldr.get([record_key(record), redriven_key(record), *([named] if named else [])])
+        claimed, note = kept.get(record_key(record)), kept.get(redriven_key(record))
+        by_id = kept.get(named or "")
+        if note is not None:
+            dispatch.outcome = "redriven"
+            dispatch.redriven_as = str(note.get("redrivenAs"))
+            what = f"record {record}: parked, put back by rdss redrive as record {dispatch.redriven_as}"
+            timeline.events.append(Event(None, "redrive", what))
+        elif claimed is not None:
             dispatch.error_code = claimed.get("errorCode")
             dispatch.outcome = "error" if _is_error(dispatch.error_code) else "invalid"
             dispatch.channels = [dispatch.outcome]
             timeline.events.append(Event(None, "broker", f"record {record}: {dispatch.outcome}, {dispatch.error_code}"))
+        elif by_id is not None and by_id.get("claimedBy") == record:  # a valid message: claimed by its id
+            dispatch.outcome = "part" if is_part(payload) else "routed"
+            timeline.events.append(Event(None, "broker", f"record {record}: claimed messageId {named}"))
+        elif by_id is not None:
+            dispatch.outcome = "duplicate"
+            dispatch.duplicate_of = str(by_id.get("claimedBy"))
+            what = f"record {record}: duplicate of record {dispatch.duplicate_of}, dropped"
+            timeline.events.append(Event(None, "broker", what))
         timeline.dispatches.append(dispatch)
         for channel in ("invalid", "error"):
             for copy in tracer._read(channel, arrived or start):

@@ -10,7 +10,9 @@ Per batch (one shard's records):
    and error messages, decorated with errorCode/errorDescription, to ``invalid``/``error``
    (judged by content alone: a valid message whose header carries the optional errorCode and
    errorDescription is routed like any other; consumers put their moves on ``invalid`` and
-   ``error`` themselves, keyed ``moved:<group>``, never through here);
+   ``error`` themselves, keyed ``moved:<group>``, never through here); the partition key a
+   producer chose decides nothing but the key of the record's outputs (and never reads as a
+   consumer's move: :func:`rdss.rejection.rejected_key`);
 4. record in the batch ledger which records' outputs were delivered, then ack them.
 
 Bad input is never nacked: a poison message goes to the invalid or error channel and the
@@ -40,7 +42,7 @@ from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.repository.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
 from rdss.repository.dynamodb import Claim, ClaimOutcome
-from rdss.repository.entries import RECEIVED, record_id, record_key, redriven_record
+from rdss.repository.entries import RECEIVED, record_id, record_key
 from rdss.validation import Verdict, validate
 
 
@@ -148,33 +150,28 @@ class Broker(Processor):
     def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
         binding = event.get("bindings", {}).get("kinesis", {})
         payload = event.get("payload") or b""
+        # the key is the producer's to choose and decides nothing here: a record is the one Kinesis
+        # names (shard, sequence number), judged by its content alone
         partition_key = str(binding.get("partition_key") or event["id"])
-        # a record `rdss redrive` put back is the parked record it repeats: same claims, same ledger
-        original = redriven_record(partition_key)
-        record = original or record_id(binding.get("shard_id", ""), event["id"])
+        record = record_id(binding.get("shard_id", ""), event["id"])
         verdict = validate(payload, now=now)
         header = verdict.header or {}
         # an invalid record's messageId cannot be trusted: it is claimed as the record itself
-        by_id = verdict.valid
-        key = header["messageId"] if by_id else record_key(record)
-        if original is not None:  # outputs keyed as producers key them, not by the redrive key
-            partition_key = key if by_id else original
+        key = header["messageId"] if verdict.valid else record_key(record)
         item = _Item(event["id"], record, payload, partition_key, verdict, key, header)
-        if by_id and verdict.message is not None:
+        if verdict.valid and verdict.message is not None:
             item.digest = message_digest(verdict.message)
         return item
 
     # -- 2. claim ------------------------------------------------------------------------------
     def _claim(self, items: list[_Item], ledger: str, tally: Tally) -> None:
         first: dict[str, _Item] = {}
+        repeats: list[_Item] = []  # the same key again in this batch: judged once its claim is known
         claims: dict[str, Claim] = {}
         conflicting: list[tuple[_Item, str]] = []
         for item in items:
-            if item.key in first:  # the same message twice in one batch - or another message
-                if conflicts({DIGEST_ATTRIBUTE: first[item.key].digest}, item.digest):
-                    conflicting.append((item, first[item.key].record))
-                else:
-                    item.outcome = "duplicate"
+            if item.key in first:
+                repeats.append(item)
                 continue
             first[item.key] = item
             attributes = _claim_attributes(item.verdict)
@@ -194,6 +191,21 @@ class Broker(Processor):
                 item.outputs = []  # a move planned already (GENERR009) went out before
             elif claim.outcome is ClaimOutcome.UNAVAILABLE:
                 item.failure = "the Local Data Repository is unavailable (throttled or timed out); retry"
+        for item in repeats:
+            # the same message twice in one batch - or another message: compared with the message
+            # that holds the id, which is the earlier record's only if its claim won (the same
+            # resend after a conflicting copy is a duplicate, not a conflict with that copy)
+            claim = claims[item.key]
+            if claim.outcome is ClaimOutcome.UNAVAILABLE:
+                item.failure = "the Local Data Repository is unavailable (throttled or timed out); retry"
+                continue
+            held = claim.outcome is ClaimOutcome.DUPLICATE
+            holder = claim.existing if held else {DIGEST_ATTRIBUTE: first[item.key].digest}
+            if conflicts(holder, item.digest):
+                holder_record = (claim.existing or {}).get("claimedBy", "?") if held else first[item.key].record
+                conflicting.append((item, str(holder_record)))
+            else:
+                item.outcome = "duplicate"
         if conflicting:
             self._record_conflicts(conflicting, ledger, tally)
         for item in items:

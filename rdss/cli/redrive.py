@@ -30,8 +30,10 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Reads each processor's SQS on-failure queue, fetches the records each pointer names from its stream (or, past
     the stream's retention, the audit archive), puts them back on their channel (the archiver's: archives them) and
-    deletes the pointer once they are accepted. Repeating it is harmless: the broker de-duplicates, readers of the
-    archive count a record once. Exit 1 when anything could not be recovered.
+    deletes the pointer once they are accepted. A record goes back as a new record: what its first delivery left in
+    the broker's claims is settled first (rdss.redrive_claims). Repeating it is harmless: a record put back is noted,
+    the broker de-duplicates, readers of the archive count a record once. Exit 1 when anything could not be
+    recovered.
     """
     from rdss.redrive import Redriver
 

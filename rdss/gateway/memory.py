@@ -45,8 +45,9 @@ from rdss.repository.memory import MemoryRepository
 
 #: fault(channel, payload) -> an error code to report for that entry (e.g. throttling), or None.
 Fault = Callable[[str, bytes], str | None]
-#: broker(channel, key, payload) -> the (channel, payload) a record put there is copied to, or None.
-BrokerFunction = Callable[[str, str, bytes], tuple[str, bytes] | None]
+#: broker(channel, key, payload) -> the (channel, key, payload) a record put there is copied to, or
+#: None (the key is the broker's: a producer's ``moved:`` key never survives a rejection).
+BrokerFunction = Callable[[str, str, bytes], tuple[str, str, bytes] | None]
 
 
 @dataclass
@@ -165,7 +166,7 @@ class MemoryBus:
             results.append({"ShardId": partition, "SequenceNumber": position})
             copy = self.broker(StreamName, entry["PartitionKey"], entry["Data"]) if self.broker else None
             if copy is not None:
-                self.channel(copy[0]).append(entry["PartitionKey"], copy[1])
+                self.channel(copy[0]).append(copy[1], copy[2])
         failed = sum(1 for r in results if "ErrorCode" in r)
         return {"FailedRecordCount": failed, "Records": results}
 
@@ -233,12 +234,13 @@ class MemoryTransport(LogTransport):
         self.inline = InlineBroker(claims=memory.claims)
         memory.broker = self._broker
 
-    def _broker(self, stream: str, key: str, payload: bytes) -> tuple[str, bytes] | None:
-        """Where a record put on ``stream`` is copied to: the broker function for ``input``."""
+    def _broker(self, stream: str, key: str, payload: bytes) -> tuple[str, str, bytes] | None:
+        """Where a record put on ``stream`` is copied to, under which key: the broker function for
+        ``input`` (a rejection keyed as the broker keys it, never as a consumer's move)."""
         if stream != self.address(INPUT):
             return None
         routed = self.inline.route(Outgoing(INPUT, payload, key))
-        return None if routed.channel == INPUT else (self.address(routed.channel), routed.payload)
+        return None if routed.channel == INPUT else (self.address(routed.channel), routed.key, routed.payload)
 
     def address(self, channel: str) -> str:
         return self.settings.channels.get(channel, channel)

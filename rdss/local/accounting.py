@@ -9,6 +9,9 @@ broker's Local Data Repository and the archives, the way an operator would estab
 * A record whose messageId another record had already claimed was a duplicate.
 * A record the broker classified as invalid was claimed under its record identity, and its
   decorated bytes (original bytes intact) are on the invalid or error channel.
+* A record ``rdss redrive`` put back after its batch was parked became another record, named by
+  the note redrive left (``redriven#<record>``, in the broker's table, which only the system's
+  own roles write): its fate is that record's.
 
 Only the processors' rejections answer for a published record. A consumer's move - a record a
 gateway receiver put on ``invalid`` or ``error`` itself, keyed ``moved:<group>``
@@ -23,7 +26,7 @@ identity however many times it was archived (Firehose and a restarted archiver a
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -33,12 +36,14 @@ from rdss import archive, decoration, history
 from rdss.local.runtime import Published, Runtime
 from rdss.rejection import moved_by
 from rdss.repository.dynamodb import LocalDataRepository
-from rdss.repository.entries import record_key
+from rdss.repository.entries import record_key, redriven_key
 from rdss.sequencer.store import PENDING
 from rdss.topology import RDSS
 
 ROUTED = tuple(c.name for c in RDSS.channels_of("routed"))
 OUTCOMES = ("routed", "invalid", "error", "duplicate", "refused")
+#: How many times one record is followed from a parked record to the one it was put back as.
+_MAX_REDRIVES = 32
 
 
 @dataclass
@@ -218,13 +223,16 @@ def account(runtime: Runtime, inputs: list[Input]) -> Accounting:
                 rejected.add(original, name, code, description)
 
     ldr = LocalDataRepository(runtime.endpoint.client("dynamodb"), runtime.deployment.table("messages"))
-    keys = []
-    for item in inputs:
-        for published in item.published:
-            if published.record:
-                keys.append(_message_id(published.payload) or "")
-                keys.append(record_key(published.record))
-    claims = ldr.get([k for k in keys if k])
+    records = [p.record for item in inputs for p in item.published if p.record]
+    ids = [_message_id(p.payload) or "" for item in inputs for p in item.published if p.record]
+    claims = ldr.get([k for k in ids if k])
+    followed: set[str] = set()
+    while records:  # each record's claim and note; then those of the records the notes name
+        followed.update(records)
+        entries = ldr.get([key for record in records for key in (record_key(record), redriven_key(record))])
+        claims |= entries
+        named = [str(note["redrivenAs"]) for key, note in entries.items() if key.startswith(redriven_key(""))]
+        records = [record for record in named if record not in followed]
 
     staged = _Staged(runtime)
     accounted = []
@@ -302,11 +310,18 @@ class _Fate:
     error_description: str | None = None
 
 
-def _fate(published: Published, claims: dict[str, dict[str, Any]], routed: _Found, rejected: _Found) -> _Fate:
+def _fate(
+    published: Published, claims: dict[str, dict[str, Any]], routed: _Found, rejected: _Found, hops: int = 0
+) -> _Fate:
     """Where the broker put one stream record. Each record is followed by its own identity:
     records sharing a messageId (a resend, a broken copy) are accounted each for itself."""
     if published.refused is not None:  # the stream never took it
         return _Fate("refused", [], *published.refused)
+    note = claims.get(redriven_key(published.record))
+    if note is not None and hops < _MAX_REDRIVES:  # parked, and put back by rdss redrive as another record
+        shard, _, sequence = str(note.get("redrivenAs", "")).partition("/")
+        again = replace(published, shard_id=shard, sequence_number=sequence)
+        return _fate(again, claims, routed, rejected, hops + 1)
     if record_key(published.record) in claims:  # found invalid: claimed under the record itself
         moved = rejected.find(published.payload)
         return moved[0] if moved else _Fate("unaccounted", [])

@@ -14,19 +14,27 @@ Key forms, all in the key attribute the topology declares for the ``messages`` t
 ``ledger#<uuid>``           a broker batch's ledger: the records whose outputs were sent
 ``attempts#<shard>/<seq>``  a processor's failed attempts at one record (:mod:`rdss.attempts`)
 ``conflict#<shard>/<seq>``  a record reusing a claimed messageId with a different body
+``redriven#<shard>/<seq>``  a parked record ``rdss redrive`` put back, naming its new record
 ``gateway:<app>:<id>``      an application's entry in a DynamoDB store a gateway uses
 ==========================  ========================================================
 
-Only the broker and the sequencer write the deployment's ``messages`` table; a gateway keeps
-its entries in a store of its own (:mod:`rdss.repository.stores`).
+Only the broker and the sequencer write the deployment's ``messages`` table, and ``rdss redrive``
+(:mod:`rdss.redrive_claims`), run by an operator, which releases the claims of parked records
+before it puts them back and notes where each went; a gateway keeps its entries in a store of its
+own (:mod:`rdss.repository.stores`), and no vendor's role may write the table. Nothing a producer
+writes - a record's bytes, its partition key - names a key here for the broker to trust: a
+stream record's identity is the shard and sequence number Kinesis gave it.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import orjson
 
 from rdss.topology import RDSS
 
@@ -42,6 +50,9 @@ RETENTION_SECONDS = 8 * 24 * 3600
 _LEDGER = "ledger#"
 _RECORD = "record#"
 _ATTEMPTS = "attempts#"
+_REDRIVEN = "redriven#"
+#: The schema's UUID (schemas/model/types.json): the only messageIds the broker claims by.
+_UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z")
 
 
 def record_key(record: str) -> str:
@@ -60,25 +71,21 @@ def record_id(shard: str, sequence_number: str) -> str:
     return f"{shard}/{sequence_number}"
 
 
-#: A redriven record's partition key (:mod:`rdss.redrive`): this prefix, then the identity of
-#: the record it repeats. Here, beside the identity, so the broker reads it without loading the
-#: redrive tool.
-REDRIVE_KEY_PREFIX = "rdss-redrive:"
+def redriven_key(record: str) -> str:
+    """The key of the note ``rdss redrive`` leaves for a parked record it put back
+    (``redriven#<shard>/<seq>``, given its :func:`record_id`); the note names the new record."""
+    return f"{_REDRIVEN}{record}"
 
 
-def redrive_key(record: str) -> str:
-    """The partition key of a record put back in place of ``record`` (``<shardId>/<sequence>``)."""
-    return f"{REDRIVE_KEY_PREFIX}{record}"
-
-
-def redriven_record(partition_key: str) -> str | None:
-    """The identity a redriven record carries in its partition key, or None for any other record."""
-    if partition_key.startswith(REDRIVE_KEY_PREFIX):
-        record = partition_key[len(REDRIVE_KEY_PREFIX) :]
-        shard, _, sequence = record.partition("/")
-        if shard and sequence.isdigit():
-            return record
-    return None
+def claimable_id(payload: bytes) -> str | None:
+    """The messageId the broker could have claimed ``payload`` by: its header's messageId if it is
+    a UUID as the schema spells it (a message with any other id is invalid, claimed as its
+    record); None otherwise - so that no id of a producer's choosing, of any length, is looked up."""
+    try:
+        value = orjson.loads(payload)["messageHeader"]["messageId"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) and _UUID.match(value) else None
 
 
 def new_ledger_key() -> str:

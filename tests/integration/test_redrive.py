@@ -1,11 +1,13 @@
 """``rdss redrive`` against the local runtime on the emulator: batches the broker's event source
-mapping parked (Lambda's invocation records in the SQS on-failure queue) go back on ``input``,
-are routed once, and the pointers are deleted; a repeated redrive routes nothing twice; what
-cannot be recovered is reported with why, and the command exits 1."""
+mapping parked (Lambda's invocation records in the SQS on-failure queue) go back on ``input`` as
+new records (the claims their first delivery left released), are routed once, and the pointers
+are deleted; a repeated redrive puts nothing back twice; what cannot be recovered is reported
+with why, and the command exits 1."""
 
 from __future__ import annotations
 
 import base64
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from rdss.local.runtime import Runtime, Settings
 from rdss.redrive import Redriver
 from rdss.retry import Backoff
 from rdss.topology import RDSS
+from rdss.trace import Tracer
 from rdss.workload import Workload
 from tests.support.faults import Proxy, client_error
 
@@ -105,19 +108,29 @@ def test_parked_batches_are_redriven_once_and_a_repeat_routes_nothing_twice(
     after = account(runtime, [Input(str(i), [p]) for i, p in enumerate(published)])
     assert after.outcomes() == {"routed": len(messages), "invalid": 1}
     assert max(after.routed_ids.values()) == 1
+    # rdss trace follows a parked record to the record it went back as
+    tracer = Tracer(runtime.deployment, **{s: runtime.endpoint.client(s) for s in ("kinesis", "dynamodb", "s3")})
+    timeline = tracer.trace(stuck[0])
+    assert [d.outcome for d in timeline.dispatches] == ["redriven", "routed"], timeline.lines()
+    assert timeline.dispatches[0].redriven_as == timeline.dispatches[1].record
+    assert timeline.summary().endswith("; 1 parked record(s) put back by rdss redrive"), timeline.summary()
+    stuck_invalid = published[-1].record
+    by_record = tracer.trace(stuck_invalid)
+    assert [d.outcome for d in by_record.dispatches] == ["redriven"], by_record.lines()
+    assert [d.outcome for d in tracer.trace(str(by_record.dispatches[0].redriven_as)).dispatches] == ["invalid"]
 
-    # the same pointers again (an operator re-running an old script): nothing is routed twice
+    # the same pointers again (an operator re-running an old script): each record was noted with
+    # the record it went back as, so nothing is put back, nothing routed twice
     sqs = runtime.endpoint.client("sqs")
     queue = sqs.get_queue_url(QueueName=runtime.deployment.on_failure_queue("broker"))["QueueUrl"]
     for failed in runtime.mappings["broker"].stats.failed_batches:
         sqs.send_message(QueueUrl=queue, MessageBody=orjson.dumps(failed.as_dict()).decode())
     code, lines = redrive(runtime, capsys)
     assert code == 0, lines
+    assert all("put back 0 record(s)" in line and "left alone" in line for line in lines[:-1]), lines
     runtime.drain()
     again = account(runtime, [Input(str(i), [p]) for i, p in enumerate(published)])
-    assert again.channels["input"] == after.channels["input"] + len(stuck)  # put back again...
-    del again.channels["input"], after.channels["input"]
-    assert again.channels == after.channels  # ...and routed nowhere a second time
+    assert again.channels == after.channels
     assert again.outcomes() == after.outcomes()
 
     code, lines = redrive(runtime, capsys)
@@ -276,6 +289,64 @@ def test_claimed_records_past_retention_are_recovered_whole_from_the_archive(
         result = account(runtime, [Input(str(i), [p]) for i, p in enumerate(published)])
         assert result.outcomes() == {"routed": len(messages)}
         assert max(result.routed_ids.values()) == 1
+        assert runtime.failed_batches()["broker"] == 0
+    finally:
+        runtime.deprovision()
+
+
+def test_records_whose_outputs_went_out_are_left_alone_and_the_others_go_back_once(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """One message's routed copy is refused by the stream every time: the broker nacks its record,
+    the mapping retries from it and parks the range - which holds records whose outputs went out
+    (the batch ledger lists them) besides that one. Redrive leaves those alone and puts back the
+    one that never went, after releasing its claim: every message routed exactly once."""
+    for name, value in endpoint.environment().items():
+        monkeypatch.setenv(name, value)
+    refused: set[bytes] = set()
+
+    def put_records(real: Any, **kwargs: Any) -> Any:
+        records = kwargs["Records"]
+        failing = [any(i in bytes(r["Data"]) for i in refused) for r in records]
+        kept = [r for r, fails in zip(records, failing, strict=True) if not fails]
+        answer = real(**{**kwargs, "Records": kept}) if kept else {"Records": [], "FailedRecordCount": 0}
+        accepted = iter(answer["Records"])
+        refusal = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate exceeded"}
+        results = [refusal if fails else next(accepted) for fails in failing]
+        return {**answer, "Records": results, "FailedRecordCount": answer["FailedRecordCount"] + sum(failing)}
+
+    def clients(processor: str, service: str) -> Any:
+        client = endpoint.client(service)
+        if (processor, service) == ("broker", "kinesis"):
+            return Proxy(client, put_records=put_records)
+        return client
+
+    settings = Settings(
+        environment=f"r{uuid.uuid4().hex[:8]}", shards=1, max_retries=1, bisect_on_error=False, sweep_interval=3600
+    )
+    runtime = Runtime(endpoint, settings, clients=clients)
+    runtime.provision()
+    try:
+        messages = Workload(15).mix(10)
+        stuck = messages[3]["messageHeader"]["messageId"]
+        refused.add(stuck.encode())
+        published = runtime.publish([orjson.dumps(m) for m in messages])
+        runtime.drain()
+        assert runtime.failed_batches()["broker"] == 1
+        refused.clear()
+        code, lines = redrive(runtime, capsys)
+        assert code == 0, lines
+        [line, summary] = lines
+        found = re.match(r"broker: put back 1 record\(s\) of input from the stream \((\d+) of them processed", line)
+        assert found is not None, line
+        left = int(found.group(1))
+        assert left >= 1, line  # records after it in the range, whose outputs went out
+        assert summary == f"redrove 1 parked batch(es), {left + 1} record(s)"
+        runtime.drain()
+        result = account(runtime, [Input(str(i), [p]) for i, p in enumerate(published)])
+        assert result.outcomes() == {"routed": len(messages)}
+        assert max(result.routed_ids.values()) == 1
+        assert result.routed_ids[stuck] == 1
         assert runtime.failed_batches()["broker"] == 0
     finally:
         runtime.deprovision()

@@ -7,12 +7,15 @@ import uuid
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rdss import decoration
 from rdss.gateway import Gateway
 from rdss.gateway import memory as memory_backend
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.inline_broker import InlineBroker
+from rdss.rejection import moved_by
 from rdss.workload import Workload
 from tests.support.hops import unhopped
 
@@ -89,3 +92,54 @@ def test_error_fields_in_a_header_route_by_content_and_no_producer_key_reads_as_
     assert (rejected.channel, rejected.headers) == ("invalid", {"errorCode": "GENERR010"})
     assert decoration.original(rejected.payload) == broken
     assert rejected.key == "input:moved:impostor"
+
+
+#: Prefixes the system's own tools write or once read in a key (a consumer's move, the old redrive
+#: mark, the broker's repository key forms, the inline broker's own fallback).
+SYSTEM_PREFIXES = ("moved:", "rdss-redrive:", "record#", "ledger#", "redriven#", "attempts#", "input:", "gateway:")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    prefix=st.sampled_from(("", *SYSTEM_PREFIXES)),
+    tail=st.text(max_size=40),
+    kind=st.sampled_from(("valid", "invalid", "malformed", "resend", "conflict")),
+    seed=st.integers(0, 10_000),
+)
+def test_on_memory_any_key_leads_to_the_content_verdict(prefix: str, tail: str, kind: str, seed: int) -> None:
+    """memory:// input: whatever key a producer writes - a consumer's ``moved:``, the old redrive
+    mark, the repository's key forms, anything - a record ends where its content says (a message
+    routed, a resend dropped, another body under a published id or an invalid record moved with
+    the classifier's code), and nothing is keyed as a consumer's move."""
+    name = f"keys-{uuid.uuid4().hex[:8]}"
+    key = (prefix + tail) or "k"
+    first = Workload(seed).message("MetadataCreate", "Event")
+    payload = {
+        "valid": lambda: orjson.dumps(Workload(seed + 1).message("MetadataCreate", "Event")),
+        "invalid": lambda: orjson.dumps({**first, "messageBody": {"objectUuid": "not-a-uuid"}}),
+        "malformed": lambda: b'{"messageHeader": ',
+        "resend": lambda: orjson.dumps(first),
+        "conflict": lambda: orjson.dumps({**first, "messageBody": {**first["messageBody"], "objectTitle": "other"}}),
+    }[kind]()
+    try:
+        with Gateway(f"memory://{name}", application="producer") as producer:
+            producer.transport.publish([Outgoing("input", orjson.dumps(first), "plain")])
+            producer.transport.publish([Outgoing("input", payload, key)])
+        bus = memory_backend.bus(name)
+        routed = bus.payloads("metadata")
+        moved = bus.channel("invalid").records() + bus.channel("error").records()
+        assert len(bus.payloads("input")) == 2  # input kept as sent
+        # no broker de-duplicates on memory://: a resend is routed again, its consumers drop it by
+        # messageId (the spec's Local Data Repository)
+        expected_routed = 2 if kind in ("valid", "resend") else 1
+        assert len(routed) == expected_routed, (kind, key)
+        if kind in ("valid", "resend"):
+            assert moved == [], (kind, key)
+        else:
+            [record] = moved
+            assert decoration.original(record.payload) == payload
+            code = orjson.loads(record.payload)["messageHeader"]["errorCode"]
+            assert code == {"invalid": "GENERR010", "malformed": "GENERR007", "conflict": "GENERR004"}[kind]
+            assert moved_by(record.key) is None, key
+    finally:
+        memory_backend.discard(name)

@@ -1,5 +1,5 @@
-"""Redrive's pure parts: Lambda's invocation records as pointers, and the identity a redriven
-record carries (the end-to-end behaviour is in tests/integration/test_redrive.py)."""
+"""Redrive's pure parts: Lambda's invocation records as pointers, and what it looks up of a record
+it puts back (the end-to-end behaviour is in tests/integration/test_redrive.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from rdss.local.esm import FailedBatch
 from rdss.redrive import Pointer
-from rdss.repository.entries import redrive_key, redriven_record
+from rdss.repository.entries import claimable_id, redriven_key
 
 # As Lambda writes it to an SQS on-failure destination (AWS documentation's example, abridged).
 LAMBDA_RECORD = {
@@ -86,9 +86,15 @@ def test_anything_else_in_the_queue_is_not_a_pointer(body: object):
         Pointer.parse("broker", raw)
 
 
-def test_a_redriven_record_carries_the_identity_of_the_record_it_repeats():
+def test_nothing_in_a_record_names_another_record_and_only_a_claimable_id_is_looked_up():
+    """A record put back carries no mark (a producer could write any): only a messageId the broker
+    could have claimed a message by (the schema's UUID) is looked up, never a key of a producer's
+    choosing; the note of a record put back is a key form of the broker's table."""
     record = "shardId-000000000003/49601189658422359378836298521827638475320189012309704722"
-    assert redriven_record(redrive_key(record)) == record
-    assert len(redrive_key(record)) <= 256  # a Kinesis partition key
-    assert redriven_record("5fd3b1e4-6f5a-4d5e-9c1b-7c2a0d9e8b11") is None  # a producer's key
-    assert redriven_record("rdss-redrive:no-sequence-number") is None
+    assert redriven_key(record) == f"redriven#{record}"
+    assert claimable_id(b'{"messageHeader": {"messageId": "5fd3b1e4-6f5a-4d5e-9c1b-7c2a0d9e8b11"}}') == (
+        "5fd3b1e4-6f5a-4d5e-9c1b-7c2a0d9e8b11"
+    )
+    for named in (f"rdss-redrive:{record}", "x" * 5000, "5FD3B1E4-6F5A-4D5E-9C1B-7C2A0D9E8B11", 7, None):
+        assert claimable_id(orjson.dumps({"messageHeader": {"messageId": named}})) is None
+    assert claimable_id(b"not json") is None

@@ -17,8 +17,10 @@ import pika
 import pika.exceptions
 
 from rdss.errors import ErrorCode
+from rdss.gateway.amqp import headers as amqp_headers
 from rdss.gateway.amqp import mosaic
 from rdss.gateway.amqp.naming import (
+    BROKER_HEADERS,
     H_ATTEMPTS,
     H_AUTH_TOKEN,
     H_CONTEXT,
@@ -59,12 +61,17 @@ class _Raw:
     body: bytes
     #: times it came back from consumers that never answered (the broker's or the file's count)
     redeliveries: int = 0
+    #: the refusals ``x-rdss-attempts`` carries, once read
+    _refusals: int | None = None
 
     @property
     def attempts(self) -> int:
         """Failed attempts so far: refusals carried in ``x-rdss-attempts`` (set when it went
-        through a delay tier) plus returns since then (each one a consumer that died holding it)."""
-        return int((self.properties.headers or {}).get(H_ATTEMPTS, 0)) + self.redeliveries
+        through a delay tier; a value that is not a count counts as none, and is logged once)
+        plus returns since then (each one a consumer that died holding it)."""
+        if self._refusals is None:
+            self._refusals = amqp_headers.counted(self.properties.headers or {}, H_ATTEMPTS, queue=self.queue)
+        return self._refusals + self.redeliveries
 
 
 class AmqpConsumer:
@@ -385,7 +392,7 @@ class AmqpConsumer:
         """One message: dead-lettered, moved (the classifier refused it) or queued to hand out."""
         headers = raw.properties.headers or {}
         if self.broker_counts:  # the broker's count, less the returns this process caused
-            returns = int(headers.get(H_DELIVERY_COUNT) or 0)
+            returns = amqp_headers.counted(headers, H_DELIVERY_COUNT, queue=raw.queue)
             forgiven = self.transport.counter.count(_counter_key(raw)) + self._in_transit_returns()
             count = max(0, returns - forgiven) if returns else 0
         else:
@@ -427,14 +434,13 @@ class AmqpConsumer:
         if carried is not None:
             attributes["auth_token"] = carried.auth_token
             attributes["message_context"] = dict(carried.context)
-        key = headers.get(H_KEY)
         self._ready.append(
             Delivery(
                 self.channel,
                 raw.queue,
                 position,
                 payload,
-                key.decode() if isinstance(key, bytes) else key,
+                amqp_headers.text(headers.get(H_KEY)),
                 float(raw.properties.timestamp) if raw.properties.timestamp else None,
                 attributes,
             )
@@ -526,10 +532,7 @@ def _counter_key(raw: _Raw) -> str:
 def _unwrap(raw: _Raw) -> tuple[bytes, mosaic.Carried | None]:
     """The RDSS payload of a delivery: Mosaic envelopes are translated back; anything that does
     not translate is handed on as it is, for the classifier to judge."""
-    envelope = (raw.properties.headers or {}).get(H_ENVELOPE)
-    if isinstance(envelope, bytes):
-        envelope = envelope.decode()
-    if envelope == "rdss":
+    if amqp_headers.text((raw.properties.headers or {}).get(H_ENVELOPE)) == "rdss":
         return raw.body, None
     try:
         return mosaic.decode(raw.body)
@@ -546,16 +549,15 @@ def dead_letter_reason(headers: Mapping[str, Any]) -> dict[str, Any]:
     if H_REASON in found or not isinstance(deaths, list) or not deaths or not isinstance(deaths[0], Mapping):
         return found
     latest = deaths[0]  # RabbitMQ puts the most recent death first
-    reason = latest.get("reason")
-    reason = reason.decode() if isinstance(reason, bytes) else str(reason)
-    if reason != "delivery_limit":  # e.g. "expired": the TTL of a delay tier, not a death
+    # e.g. "expired": the TTL of a delay tier, not a death
+    if amqp_headers.text(latest.get("reason")) != "delivery_limit":
         return found
     queue = latest.get("queue", "")
     found[H_REASON] = (
         "redeliveries-exceeded: returned by consumers that never answered more often than the "
         "queue's x-delivery-limit (dead-lettered by RabbitMQ)"
     )
-    found[H_QUEUE] = queue.decode() if isinstance(queue, bytes) else str(queue)
+    found[H_QUEUE] = amqp_headers.text(queue) or repr(queue)
     return found
 
 
@@ -564,19 +566,20 @@ def _carried_in_headers(headers: Mapping[str, Any]) -> mosaic.Carried | None:
     token, context = headers.get(H_AUTH_TOKEN), headers.get(H_CONTEXT)
     if token is None and context is None:
         return None
-    if isinstance(token, bytes):
-        token = token.decode()
+    context_text = amqp_headers.text(context)
     try:
-        found = orjson.loads(context) if context else {}
+        found = orjson.loads(context_text) if context_text else {}
     except orjson.JSONDecodeError:
         found = {}
-    return mosaic.Carried(token if isinstance(token, str) else None, found if isinstance(found, dict) else {})
+    return mosaic.Carried(amqp_headers.text(token), found if isinstance(found, dict) else {})
 
 
 def _copy_properties(properties: Any, headers: Mapping[str, Any]) -> pika.BasicProperties:
-    # the broker's delivery count belongs to the delivery, not the copy: the copy starts afresh
-    # (its failed attempts so far are in x-rdss-attempts)
-    merged = {k: v for k, v in (properties.headers or {}).items() if k != H_DELIVERY_COUNT}
+    # the broker's delivery count and dead-letter history belong to the delivery, not the copy:
+    # the copy starts afresh (its failed attempts so far are in x-rdss-attempts); what pika cannot
+    # write again travels as text, so that no header keeps the copy from being published
+    kept = {k: v for k, v in (properties.headers or {}).items() if k not in BROKER_HEADERS}
+    merged = amqp_headers.writable(kept)
     merged.update(headers)
     return pika.BasicProperties(
         content_type=properties.content_type,

@@ -20,6 +20,22 @@ H_ATTEMPTS, H_REASON, H_QUEUE = "x-rdss-attempts", "x-rdss-dead-reason", "x-rdss
 H_AUTH_TOKEN, H_CONTEXT = "rdss-auth-token", "rdss-message-context"
 #: What RabbitMQ sets on a quorum queue's message each time it is returned (and redelivered).
 H_DELIVERY_COUNT = "x-delivery-count"
+#: Headers RabbitMQ keeps about a message's own journey (returns, dead-letterings). A copy this
+#: backend publishes starts its journey afresh without them: RabbitMQ adds its own again, and a
+#: malformed ``x-death`` a producer wrote makes RabbitMQ 3.10's dead-lettering crash the delay
+#: tier's queue process (with the messages it held) when the copy's TTL expires.
+BROKER_HEADERS = frozenset(
+    {
+        H_DELIVERY_COUNT,
+        "x-death",
+        "x-first-death-exchange",
+        "x-first-death-queue",
+        "x-first-death-reason",
+        "x-last-death-exchange",
+        "x-last-death-queue",
+        "x-last-death-reason",
+    }
+)
 
 _ENTITY = re.compile(r"[A-Z][a-z0-9]*")
 

@@ -232,7 +232,8 @@ class AmqpTransport:
         auth_token = message.headers.get("authToken")
         context_text = message.headers.get("messageContext")
         context = orjson.loads(context_text) if context_text else None
-        amqp_headers: dict[str, Any] = {H_KEY: message.key, H_CHANNEL: message.channel}
+        # the key the broker function gave it: a producer's ``moved:...`` never survives a rejection
+        amqp_headers: dict[str, Any] = {H_KEY: routed.key, H_CHANNEL: message.channel}
         for name in ("messageClass", "sequence", "position", "total", "errorCode"):
             if headers.get(name):
                 amqp_headers[f"rdss-{name}"] = headers[name]
