@@ -9,7 +9,7 @@ held acknowledged requests, and a start never drops them quietly:
   damaged bytes and the requests lost (their indexes, the first and last by method and target).
   The damaged file is kept as ``<name>.damaged-<time>`` (a second name for the same bytes) with
   ``<name>.damaged-<time>.txt`` listing every request it costs - index, time, method, target -
-  and nothing else is changed;
+  and the state is left as it was;
 * with ``--salvage`` the same copy and list are kept, then the runtime starts from what is intact:
   the journal's intact prefix, or - when the snapshot is damaged - an empty emulator (the
   journal's requests continue from the snapshot and cannot be replayed without it). The pollers'
@@ -47,8 +47,8 @@ def journal_damaged(state: StateDirectory, damage: Damage, *, end: int, salvagin
     _write_list(state, copy, where, damage.damaged, damage.after, damage.last_intact)
     if not salvaging:
         raise StateDamaged(
-            f"{where}: {lost} lost; kept as {state.path / copy}, each request listed in {copy}.txt; nothing was "
-            f"changed. Start with --salvage to go on from the intact prefix ({kept}), or with --fresh"
+            f"{where}: {lost} lost; kept as {state.path / copy}, each request listed in {copy}.txt; the state is "
+            f"left as it was. Start with --salvage to go on from the intact prefix ({kept}), or with --fresh"
         )
     salvage(state.files, end)
     _set_positions_aside(state)
@@ -72,9 +72,9 @@ def snapshot_damaged(state: StateDirectory, error: SnapshotDamaged, *, salvaging
     )
     if not salvaging:
         raise StateDamaged(
-            f"{where}: it held {held}, and the journal continues from it; kept as {state.path / copy}; nothing was "
-            "changed. Start with --salvage to start from an empty emulator (journal and positions set aside), or "
-            "with --fresh"
+            f"{where}: it held {held}, and the journal continues from it; kept as {state.path / copy}; the state is "
+            "left as it was. Start with --salvage to start from an empty emulator (journal and positions set aside), "
+            "or with --fresh"
         )
     if state.files.exists(JOURNAL):
         state.keep(JOURNAL, "salvaged")

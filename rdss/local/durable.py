@@ -158,7 +158,7 @@ class DurableApp:
 
         Raises:
             StateDamaged: damage before the journal's end, or a snapshot that does not verify
-                (without ``salvage``); nothing was changed.
+                (without ``salvage``); the state is left as it was.
             SnapshotError: a snapshot another moto version wrote.
         """
         started = time.monotonic()

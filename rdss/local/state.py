@@ -106,7 +106,7 @@ class StateDirectory:
         names = files.names()
         if set(names) - {"lock"} and MARKER not in names:  # (a first start may have stopped after the lock)
             raise StateError(f"{path} is not empty and not an rdss local state directory: give another --state")
-        if MARKER in names:
+        if MARKER in names and not fresh:
             marker = files.read(MARKER, 256) or b""
             if marker != _MARKER_TEXT.encode():
                 said = marker.decode("utf-8", "replace").strip()[:80]
