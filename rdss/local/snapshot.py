@@ -177,8 +177,15 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
 
     def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
+            _check_nameable(obj)  # never write a snapshot the unpickler would refuse
+            return NotImplemented
         if isinstance(obj, _LOCK_TYPES):
             return (_new_rlock if "RLock" in type(obj).__name__ else _new_lock, ())
+        if isinstance(obj, threading.Condition):
+            return (_new_condition, (isinstance(obj._lock, _LOCK_TYPES[1]),))  # type: ignore[attr-defined]
+        if isinstance(obj, threading.Event):
+            return (_new_event, (obj.is_set(),))
         if isinstance(obj, _WEAK_TYPES):
             return _weak_reducer(obj)
         if isinstance(obj, collections.defaultdict) and (
@@ -264,6 +271,18 @@ def _new_rlock() -> Any:
     return threading.RLock()
 
 
+def _new_condition(reentrant: bool) -> Any:
+    """A condition as new: its waiters were threads of the process that wrote the snapshot."""
+    return threading.Condition(threading.RLock() if reentrant else threading.Lock())
+
+
+def _new_event(is_set: bool) -> Any:
+    event = threading.Event()
+    if is_set:
+        event.set()
+    return event
+
+
 def _weak_reducer(obj: Any) -> Any:
     """A weak container as the entries it holds now. Every entry's object is pickled where it is
     held strongly too (or it would not be in the container), so it comes back shared."""
@@ -337,6 +356,8 @@ _ALLOWED = {
     __name__: {
         "_bound_method",
         "_new_defaultdict",
+        "_new_condition",
+        "_new_event",
         "_new_lock",
         "_new_rlock",
         "_weak_values",
@@ -347,6 +368,20 @@ _ALLOWED = {
         "_load_public_key",
     },
 }
+
+
+def _check_nameable(obj: Any) -> None:
+    """Refuse to pickle a class or function the unpickler would not find (:class:`_Unpickler`).
+
+    Raises:
+        pickle.PicklingError: naming it, so the snapshot is not written (the journal keeps all).
+    """
+    module, name = getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")
+    if name in _ALLOWED.get(module, ()):
+        return
+    if (module == "moto" or module.startswith("moto.")) and isinstance(obj, type | types.FunctionType):
+        return
+    raise pickle.PicklingError(f"the emulator's state holds {module}.{name}, which a snapshot may not name")
 
 
 class _Unpickler(pickle.Unpickler):
