@@ -99,9 +99,8 @@ def refusal(environ: Mapping[str, Any], body: bytes) -> Answer | None:
 
 # -- Kinesis ---------------------------------------------------------------------------------------
 def _kinesis_put_record(request: dict[str, Any]) -> None:
-    errors = _kinesis_record(request, "")
-    _validation(errors)
-    if _blob_size(request.get("Data")) + _utf8(request.get("PartitionKey")) > KINESIS_RECORD:
+    _validation(_kinesis_record(request, ""))  # the API's constraints on each member, all at once
+    if _record_size(request) > KINESIS_RECORD:  # then the record size the service checks
         _validation([f"Value at 'data' failed to satisfy constraint: {_at_most(KINESIS_RECORD)}"])
 
 
@@ -114,18 +113,25 @@ def _kinesis_put_records(request: dict[str, Any]) -> None:
         errors.append(f"Value at 'records' failed to satisfy constraint: {_at_most(KINESIS_RECORDS)}")
     elif not records:
         errors.append(f"Value at 'records' failed to satisfy constraint: {_AT_LEAST_ONE}")
-    total = 0
-    for position, record in enumerate(records[:KINESIS_RECORDS], 1):
-        if isinstance(record, dict):
-            errors += _kinesis_record(record, f"records.{position}.member.")
-            size = _blob_size(record.get("Data")) + _utf8(record.get("PartitionKey"))
-            if size > KINESIS_RECORD and not any(f"records.{position}.member.data" in e for e in errors):
-                limit = _at_most(KINESIS_RECORD)
-                errors.append(f"Value at 'records.{position}.member.data' failed to satisfy constraint: {limit}")
-            total += size
+    entries = [(position, r) for position, r in enumerate(records[:KINESIS_RECORDS], 1) if isinstance(r, dict)]
+    for position, record in entries:
+        errors += _kinesis_record(record, f"records.{position}.member.")
     _validation(errors)
-    if total > KINESIS_REQUEST:
+    limit = _at_most(KINESIS_RECORD)
+    _validation(
+        [
+            f"Value at 'records.{position}.member.data' failed to satisfy constraint: {limit}"
+            for position, record in entries
+            if _record_size(record) > KINESIS_RECORD
+        ]
+    )
+    if sum(_record_size(record) for _, record in entries) > KINESIS_REQUEST:
         raise Refusal("InvalidArgumentException", "Records size exceeds 5 MB limit")
+
+
+def _record_size(record: Mapping[str, Any]) -> int:
+    """Data and partition key together, as the record size limit counts them."""
+    return _blob_size(record.get("Data")) + _utf8(record.get("PartitionKey"))
 
 
 def _kinesis_record(record: Mapping[str, Any], prefix: str) -> list[str]:
