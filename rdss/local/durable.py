@@ -299,10 +299,12 @@ class DurableApp:
         return int(status.split(" ", 1)[0]), status, list(answer.get("headers", [])), content
 
     # -- snapshots ------------------------------------------------------------------------------
-    def compact(self) -> bool:
+    def compact(self, *, due: bool = False) -> bool:
         """Snapshot the state now and let the journal go of what it covers; False when there was
-        nothing to do. Writers wait only while the state is pickled: the snapshot is written and
-        synced while they carry on, and the journal keeps what they add meanwhile.
+        nothing to do (with ``due``, the compactor's: when the journal is still short of its
+        threshold - a snapshot just taken). Writers wait only while the state is pickled: the
+        snapshot is written and synced while they carry on, and the journal keeps what they add
+        meanwhile.
 
         Raises:
             Exception: the snapshot could not be made or written (nothing changed: the journal
@@ -314,6 +316,8 @@ class DurableApp:
         with self._compacting:
             with self._lock:
                 if self._closed or (not self._journal.entries and files.exists(snapshot.SNAPSHOT)):
+                    return False
+                if due and self._journal.entries < self._compact_at:
                     return False
                 started = time.monotonic()
                 index, through, entries = self._index, self._journal.size, self._journal.entries
@@ -341,7 +345,7 @@ class DurableApp:
             if self._closed:
                 return
             try:
-                self.compact()
+                self.compact(due=True)
             except Exception as error:  # the journal still holds everything
                 with self._lock:  # tried again after as many entries more, not on every write
                     self._compact_at = (self._journal.entries if self._journal else 0) + self.compact_every
