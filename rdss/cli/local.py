@@ -33,7 +33,9 @@ def register(commands: Any) -> None:
         "message it acknowledged, and takes connections only once it has. While it serves, the commands that talk "
         "to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor, analytics) and "
         "Gateway() use it when no --url or RDSS_GATEWAY_URL names another: its state file "
-        "($XDG_STATE_HOME/rdss/local.json) says where it is and how to sign in, so no AWS_* export is needed.",
+        "($XDG_STATE_HOME/rdss/running/PID.json) says where it is and how to sign in, so no AWS_* export is needed; "
+        "with several running, --local ENV|DIR picks one. Damaged state is refused, naming what is lost (--salvage "
+        "starts from what is intact).",
     )
     up.add_argument(
         "--port",
