@@ -206,15 +206,13 @@ class DurableApp:
         refused = limits.too_large(environ)  # said before reading: 100 MB are never held
         if refused is None and environ.get("REQUEST_METHOD", "GET") in _SAFE_METHODS:
             return self.app(environ, start_response)
-        body = _read_body(environ) if refused is None else b""
-        if body is None:
-            refused = limits.body_too_large(environ, None)
-        refused = refused or limits.refusal(environ, body or b"")
-        if refused is not None:  # as AWS refuses it: neither applied nor journalled
-            status, headers, content = refused
+        body = _read_body(environ) if refused is None else None
+        if refused is None:
+            refused = limits.body_too_large(environ, None) if body is None else limits.refusal(environ, body)
+        if refused is not None or body is None:  # as AWS refuses it: neither applied nor journalled
+            status, headers, content = refused or limits.body_too_large(environ, None)
             start_response(status, headers)
             return [content]
-        assert body is not None
         if not mutating(environ, body):
             return self.app(environ, start_response)
         captured = _captured(environ)

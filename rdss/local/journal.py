@@ -267,11 +267,15 @@ class Journal:
 def salvage(files: Directory, end: int) -> None:
     """Make the journal its first ``end`` bytes, in a new file (the damaged one stays whole
     under the name :meth:`rdss.local.state.StateDirectory.keep_damaged` gave it)."""
-    fd = files.open(JOURNAL, os.O_RDONLY)
     try:
-        prefix = os.pread(fd, end, 0) if end else b""
-    finally:
-        os.close(fd)
+        fd = files.open(JOURNAL, os.O_RDONLY)
+    except FileNotFoundError:
+        prefix = b""
+    else:
+        try:
+            prefix = os.pread(fd, end, 0) if end else b""
+        finally:
+            os.close(fd)
     files.write(JOURNAL, prefix)
 
 

@@ -201,3 +201,15 @@ def test_local_up_on_a_damaged_journal_exits_2_with_one_line(tmp_path: Path) -> 
     assert not any((tmp_path / "xdg").rglob("*.json")) if (tmp_path / "xdg").exists() else True
     listing = next(path.glob("journal.damaged-*.txt")).read_text()
     assert orjson.dumps("PutRecord").strip(b'"').decode() in listing
+
+
+def test_a_journal_gone_while_requests_were_acknowledged_is_refused_then_salvaged(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    acknowledged(path, 5)
+    (path / "journal").unlink()
+    with pytest.raises(StateDamaged, match=r"it ends at request 0, but request 6 was acknowledged"):
+        Emulated(path)
+    salvaged = Emulated(path, salvage=True)
+    assert salvaged.records(STREAM) == []  # nothing was left to keep: said, not silent
+    salvaged.stop()
+    Emulated(path).stop()  # and from then on it starts
