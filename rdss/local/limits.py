@@ -22,8 +22,6 @@ AWS), and neither applied nor journalled:
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -275,13 +273,11 @@ def _validation(errors: list[str]) -> None:
 
 
 def _blob_size(blob: Any) -> int:
-    """The decoded size of a base64 blob (0 when it is not one: moto answers that)."""
+    """The decoded size of a base64 blob, from its length (nothing decoded: a PutRecords body
+    holds up to 5 MiB of them); 0 when it is not a string (moto answers that)."""
     if not isinstance(blob, str):
         return 0
-    try:
-        return len(base64.b64decode(blob, validate=False))
-    except (binascii.Error, ValueError):
-        return 0
+    return len(blob) * 3 // 4 - blob[-2:].count("=")
 
 
 def _utf8(text: Any) -> int:

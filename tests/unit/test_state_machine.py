@@ -223,7 +223,7 @@ class StateUnderFaults(RuleBasedStateMachine):
 
 
 StateUnderFaults.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=50,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
