@@ -7,6 +7,7 @@ message, an incomplete sequence), 2 usage or I/O errors, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -40,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "local_runtime", None):  # --local: which local runtime, for this command and its SDK calls
+        os.environ["RDSS_LOCAL"] = args.local_runtime
     try:
         return int(args.run(args))
     except CommandError as error:

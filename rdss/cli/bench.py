@@ -113,6 +113,20 @@ def register(commands: Any) -> None:
         help="the embedded emulator keeps its journal (as rdss local up does), in a temporary state directory",
     )
 
+    state = benchmark(
+        "state",
+        "put latency and snapshot time of a journalled emulator, before and after an rdss trace",
+        run_state,
+        ("--puts", 1000, "PutRecord calls per phase"),
+    )
+    state.add_argument(
+        "--compact-every",
+        type=whole_number(1, 10_000_000),
+        default=250,
+        metavar="N",
+        help="journalled requests between snapshots, as rdss local up's option (default 250)",
+    )
+
     amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
     amqp = benchmark(
         "amqp",
@@ -283,6 +297,32 @@ def _send_text(figures: Any) -> Iterator[str]:
         f"({figures.put_records_calls} for {figures.messages:,})"
     )
     yield _aws_calls(figures, "AWS calls per 1,000 messages in all")
+
+
+def run_state(args: argparse.Namespace) -> int:
+    """An embedded emulator keeping its journal and snapshots in a temporary state directory, as rdss local up
+    does: PutRecord latency (p50, p99, one call at a time over HTTP) while the compactor snapshots every
+    --compact-every requests, then one snapshot timed (in all, and how long writers waited); then rdss trace runs
+    against it, and the same again. The local extra."""
+    return _shown(args, _bench("state").run(args.puts, compact_every=args.compact_every), _state_text)
+
+
+def _state_text(figures: Any) -> Iterator[str]:
+    yield (
+        f"{figures.puts:,} PutRecord calls a phase (3.6 kB), a snapshot every {figures.compact_every:,} requests; "
+        f"rdss trace between the phases ({figures.trace_seconds:.1f} s)"
+    )
+    yield "               put p50   put p99   put max   snapshots (failed)   snapshot s   writers waited s       bytes"
+    for name, phase in (("before trace", figures.before), ("after trace", figures.after)):
+        snapshot = (
+            f"{phase.snapshot_seconds:>10.3f}   {phase.snapshot_paused:>16.3f}   {phase.snapshot_bytes:>9,}"
+            if phase.snapshot_ok
+            else f"{'failed':>10}"
+        )
+        yield (
+            f"  {name:<12} {phase.p50_ms:>6.1f} ms {phase.p99_ms:>6.1f} ms {phase.max_ms:>6.1f} ms"
+            f"   {phase.snapshots:>9} ({phase.failures})   {snapshot}"
+        )
 
 
 def run_idle(args: argparse.Namespace) -> int:

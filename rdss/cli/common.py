@@ -70,10 +70,18 @@ def configured_url() -> str | None:
     :mod:`rdss.localstate`), else None.
 
     The one place where a configured deployment is looked up, so that every command finds it the
-    same way."""
+    same way.
+
+    Raises:
+        CommandError: ``--local`` (``RDSS_LOCAL``) names no running local runtime (usage).
+    """
+    from rdss.localstate import NoSuchRuntime
     from rdss.localstate import configured_url as local_runtime_url
 
-    return local_runtime_url()
+    try:
+        return local_runtime_url()
+    except NoSuchRuntime as error:
+        raise CommandError(str(error), USAGE) from None
 
 
 @dataclass(frozen=True)
@@ -118,11 +126,19 @@ def aws_deployment(url: str | None, command: str) -> AwsDeployment:
 
 
 def add_deployment_option(parser: argparse.ArgumentParser) -> None:
-    """``--url``: the deployment, as every command that talks to one takes it."""
+    """``--url``, and ``--local`` among several local runtimes: the deployment, as every command
+    that talks to one takes it."""
     parser.add_argument(
         "--url",
         help="the deployment's gateway URL, e.g. kinesis://prod?region=eu-west-2 (default: $RDSS_GATEWAY_URL, "
         "else the running local runtime's)",
+    )
+    parser.add_argument(
+        "--local",
+        dest="local_runtime",
+        metavar="ENV|DIR",
+        help="when several rdss local up run, the one serving deployment ENV or keeping its state in DIR (default: "
+        "$RDSS_LOCAL, else the one started last)",
     )
 
 

@@ -33,10 +33,15 @@ def register(commands: Any) -> None:
         "message it acknowledged, and takes connections only once it has. While it serves, the commands that talk "
         "to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor, analytics) and "
         "Gateway() use it when no --url or RDSS_GATEWAY_URL names another: its state file "
-        "($XDG_STATE_HOME/rdss/local.json) says where it is and how to sign in, so no AWS_* export is needed.",
+        "($XDG_STATE_HOME/rdss/running/PID.json) says where it is and how to sign in, so no AWS_* export is needed; "
+        "with several running, --local ENV|DIR picks one. Damaged state is refused, naming what is lost (--salvage "
+        "starts from what is intact).",
     )
     up.add_argument(
-        "--port", type=_port, default=0, help="loopback port for the embedded AWS, 0-65535 (default 0: a free one)"
+        "--port",
+        type=_port,
+        help="loopback port for the embedded AWS, 0-65535 (0: a free one; default: the port this state directory "
+        "served on before, else a free one, kept for the next start)",
     )
     up.add_argument("--env", type=_environment, default="local", help="deployment name (default: local)")
     up.add_argument(
@@ -50,6 +55,12 @@ def register(commands: Any) -> None:
         "(default: $XDG_STATE_HOME/rdss/local/ENV, else ~/.local/state/rdss/local/ENV)",
     )
     up.add_argument("--fresh", action="store_true", help="forget what the state directory holds and start empty")
+    up.add_argument(
+        "--salvage",
+        action="store_true",
+        help="when the state is damaged, start from what is intact (the damaged files are kept, and what is lost is "
+        "listed beside them) instead of refusing to start",
+    )
     up.add_argument(
         "--compact-every",
         type=_compaction,
@@ -118,6 +129,7 @@ def run_up(args: argparse.Namespace) -> int:
 
     logs.adopt(processors.name)  # the broker's and sequencer's lines go where the runtime's go
 
+    from rdss.local.damage import StateDamaged
     from rdss.local.emulator import Emulator
     from rdss.local.positions import Positions
     from rdss.local.runtime import Runtime, Settings
@@ -134,20 +146,35 @@ def run_up(args: argparse.Namespace) -> int:
         state = StateDirectory(args.state or default_directory(args.env), fresh=args.fresh)
     except StateError as error:
         raise CommandError(str(error)) from error
+    kept_port = state.stored_port()
+    port = args.port if args.port is not None else (kept_port or 0)
     try:
         # the port first, so that a port in use is said at once; connections wait for open()
-        emulator = Emulator(port=args.port, state=state, compact_every=args.compact_every)
-        recovery = emulator.recover()
+        emulator = Emulator(port=port, state=state, compact_every=args.compact_every, salvage=args.salvage)
     except PortUnavailable as error:
         state.close()
+        if args.port is None and kept_port:
+            raise CommandError(
+                f"{error} (the port this state directory served on, kept in {state.path / 'port'} so that the URLs "
+                "printed for it stay right): stop what holds it, or give --port"
+            ) from error
         raise CommandError(f"--port: {error}") from error
-    except SnapshotError as error:
+    try:
+        recovery = emulator.recover()
+        positions = Positions(state)
+    except (SnapshotError, StateDamaged) as error:
+        emulator.public.close()
         state.close()
-        raise CommandError(f"{error}: start with --fresh, or with the rdss and moto that wrote it") from error
+        if isinstance(error, StateDamaged):
+            raise CommandError(str(error)) from error
+        raise CommandError(
+            f"snapshot {state.snapshot}: {error}: start with --fresh, or with the rdss and moto that wrote it"
+        ) from error
+    state.keep_port(emulator.public.port)
     runtime = Runtime(
         emulator.private_endpoint(),
         Settings(environment=args.env, shards=args.shards, vendors=vendors),
-        positions=Positions(state.positions),
+        positions=positions,
     )
     try:
         runtime.provision()
@@ -156,8 +183,9 @@ def run_up(args: argparse.Namespace) -> int:
             endpoint = emulator.open()
         except PortUnavailable as error:
             raise CommandError(f"--port: {error}") from error
-        localstate.record(endpoint, runtime.deployment)  # what the other commands find it by, until we stop
-        _banner(endpoint, runtime, state.path, recovery, vendors)
+        # what the other commands find it by, until we stop
+        pointer = localstate.record(endpoint, runtime.deployment, state.path)
+        _banner(endpoint, runtime, state.path, recovery, vendors, pointer)
         # Installed before saying so: whoever reads that line may stop us at once. The handler
         # only notes the signal, and the main thread polls for it: the kernel may deliver
         # SIGTERM to any of the runtime's threads, and Python runs handlers only in the main
@@ -176,7 +204,9 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _banner(endpoint: Any, runtime: Any, state: Path, recovery: Any, vendors: dict[str, Any]) -> None:
+def _banner(
+    endpoint: Any, runtime: Any, state: Path, recovery: Any, vendors: dict[str, Any], pointer: Path | None
+) -> None:
     from rich.console import Console
 
     console = Console()
@@ -193,7 +223,17 @@ def _banner(endpoint: Any, runtime: Any, state: Path, recovery: Any, vendors: di
     else:
         kept = "new"
     console.print(f"state      {state}  ({kept})", highlight=False)
-    console.print(f"rdss and Gateway() find it by themselves (state file {localstate.state_file()});")
+    if recovery.salvaged:
+        console.print(f"[red]salvaged[/]: {recovery.salvaged}", highlight=False)
+    if pointer is not None:
+        console.print(f"rdss and Gateway() find it by themselves (state file {pointer});")
+        others = [s for s in localstate.running() if s.pid != os.getpid()]
+        if others:
+            console.print(
+                f"{len(others)} other local runtime(s) run: the commands take --local {runtime.deployment.environment} "
+                f"or --local {state} to pick this one",
+                highlight=False,
+            )
     console.print("point the AWS CLI or boto3 at it (or rdss under another state directory):")
     for name, value in endpoint.environment().items():
         console.print(f"  export {name}={value}")

@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from rdss.local import iam
+from rdss.local import iam, limits
 from rdss.local.durable import action as action_of
 from rdss.local.durable import read_body
 
@@ -87,7 +87,13 @@ class Authoriser:
         session = self.session(key)
         if session is None and service != "sts":
             return self.app(environ, start_response)
+        if limits.too_large(environ) is not None:  # refused by the journal's app, unread
+            return self.app(environ, start_response)
         body = read_body(environ)
+        if body is None:  # a chunked body over the bound: refused as the journal's app would
+            status, headers, content = limits.body_too_large(environ, None)
+            start_response(status, headers)
+            return [content]
         operation = action_of(environ, body) or ""
         refusal = None
         if service == "sts" and operation == "AssumeRole":

@@ -11,17 +11,27 @@ threads (reads, which are not journalled) keep their own randomness - moto's sha
 hence Kinesis arrival times, SQS timestamps, S3 modification times) answer from the seed and the
 moment given. Code that reads ``time.time()`` or ``datetime.now()`` itself is not pinned: a
 replay moves such timestamps to the replay's time, which none of the runtime's decisions read.
+
+moto imports a service's module, and makes its backend for an account and region, the first time
+anything asks for them - a read as often as a write - and both draw identifiers as they are made.
+So that neither depends on which request came first nor shifts the draws of the request that
+happened to trigger it, each moto module is imported, and each backend made, under a seed of its
+own, named by the module, or by service, account and region (:func:`_pin_imports`,
+:func:`_pin_backend_creation`): the same identifiers in every run, whenever they are made.
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib.abc
+import importlib.machinery
 import os
 import random
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _pinned = threading.local()
 _installed = False
@@ -51,6 +61,8 @@ def install() -> None:
         _pin_moto_random()
         _pin_urandom()
         _pin_moto_clock()
+        _pin_backend_creation()
+        _pin_imports()
         _installed = True
 
 
@@ -103,3 +115,80 @@ def _pin_moto_clock() -> None:
         if (name == "moto" or name.startswith("moto.")) and getattr(module, "utcnow", None) is system_utcnow:
             module.utcnow = utcnow  # type: ignore[attr-defined]
     utils.utcnow = utcnow
+
+
+def _pin_backend_creation() -> None:
+    """Make moto's backends (per account, and per region of an account) under seeds of their own."""
+    from moto.core.base_backend import AccountSpecificBackend, BackendDict
+
+    def pinned(name: str) -> random.Random:
+        return random.Random(f"rdss backend {name}")  # a str seed is hashed with SHA-512: the same in every process
+
+    create_account = BackendDict._create_account_specific_backend
+    region_backend = AccountSpecificBackend.__getitem__
+
+    def create_account_specific_backend(self: Any, account_id: str) -> None:
+        if dict.__contains__(self, account_id):
+            return create_account(self, account_id)
+        saved = _pinned_random()
+        _pinned.random = pinned(f"{self.service_name}/{account_id}")
+        try:
+            return create_account(self, account_id)
+        finally:
+            _pinned.random = saved
+
+    def getitem(self: Any, region_name: str) -> Any:
+        region = "aws" if region_name == "global" else region_name
+        if dict.__contains__(self, region):
+            return region_backend(self, region_name)
+        saved = _pinned_random()
+        _pinned.random = pinned(f"{self.service_name}/{self.account_id}/{region}")
+        try:
+            return region_backend(self, region_name)
+        finally:
+            _pinned.random = saved
+
+    BackendDict._create_account_specific_backend = create_account_specific_backend  # type: ignore[method-assign]
+    AccountSpecificBackend.__getitem__ = getitem  # type: ignore[method-assign]
+
+
+class _PinnedImports(importlib.abc.MetaPathFinder):
+    """Finds moto's modules as the other finders do, and runs each one's code under its own seed."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if not name.startswith("moto."):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec: importlib.machinery.ModuleSpec | None = finder.find_spec(name, path, target)
+            if spec is not None:
+                loader = spec.loader
+                if loader is not None and hasattr(loader, "exec_module"):
+                    spec.loader = _PinnedLoader(loader, name)
+                return spec
+        return None
+
+
+class _PinnedLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, name: str) -> None:
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        saved = _pinned_random()
+        _pinned.random = random.Random(f"rdss import {self._name}")
+        try:
+            self._loader.exec_module(module)
+        finally:
+            _pinned.random = saved
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package...: the real loader's
+        return getattr(self._loader, name)
+
+
+def _pin_imports() -> None:
+    if not any(isinstance(finder, _PinnedImports) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PinnedImports())

@@ -32,9 +32,10 @@ from urllib.parse import parse_qs, urlencode
 
 import orjson
 
-from rdss.local import snapshot
-from rdss.local.determinism import reproducible
-from rdss.local.journal import Entry, Journal, JournalReader
+from rdss.local import journal, limits, snapshot
+from rdss.local.damage import journal_damaged, snapshot_damaged
+from rdss.local.determinism import install, reproducible
+from rdss.local.journal import Entry, Journal
 from rdss.local.state import StateDirectory
 
 _log = logging.getLogger(__name__)
@@ -86,6 +87,19 @@ class Recovery:
     #: was never answered).
     torn_bytes: int
     seconds: float
+    #: What ``--salvage`` dropped (the line logged), when it had to.
+    salvaged: str | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotTiming:
+    """The last snapshot: how long writers waited (the state pickled), how long it took in all
+    (written and synced too), its size."""
+
+    paused: float
+    seconds: float
+    size: int
+    index: int
 
 
 def action(environ: dict[str, Any], body: bytes) -> str | None:
@@ -116,32 +130,56 @@ def mutating(environ: dict[str, Any], body: bytes) -> bool:
 class DurableApp:
     """moto's WSGI app, with every state change journalled before it is answered."""
 
-    def __init__(self, app: WSGIApp, state: StateDirectory | None = None, *, compact_every: int = 5000) -> None:
+    def __init__(
+        self, app: WSGIApp, state: StateDirectory | None = None, *, compact_every: int = 5000, salvage: bool = False
+    ) -> None:
+        install()  # before the first backend is made, so that every one is made alike (determinism)
         self.app = app
         self.state = state
         self.changes = Changes()
         self.compact_every = compact_every
+        self.salvage = salvage
         self.snapshots = 0
+        self.last_snapshot: SnapshotTiming | None = None
         self._lock = threading.Lock()
+        self._compacting = threading.Lock()
         self._index = 0
         self._journal: Journal | None = None
         self._compact_due = threading.Event()
+        #: Journal entries at which the compactor is woken next (later after a failed snapshot).
+        self._compact_at = compact_every
         self._closed = False
         self._failed = ""
 
     # -- start ----------------------------------------------------------------------------------
     def recover(self) -> Recovery:
         """Load the snapshot and replay the journal after it; then open the journal for appending.
-        Runs before the server takes its first request."""
+        Runs before the server takes its first request.
+
+        Raises:
+            StateDamaged: damage before the journal's end, or a snapshot that does not verify
+                (without ``salvage``); the state is left as it was.
+            SnapshotError: a snapshot another moto version wrote.
+        """
         started = time.monotonic()
         if self.state is None:
             return Recovery(0, 0, 0, 0, 0.0)
-        self._index = snapshot.load(self.state.snapshot)
-        covered, replayed, diverged = self._index, 0, 0
-        reader = JournalReader(self.state.journal)
-        for entry in reader:
-            if entry.index <= self._index:
-                continue  # already in the snapshot (the journal was not emptied after it)
+        files, salvaged = self.state.files, None
+        try:
+            covered = snapshot.load(files, self.state.key)
+        except snapshot.SnapshotDamaged as error:
+            salvaged = snapshot_damaged(self.state, error, salvaging=self.salvage)
+            _log.warning("%s", salvaged)
+            covered = 0
+        found = journal.scan(files, covered=covered, committed=journal.read_committed(files))
+        if found.damage is not None:
+            salvaged = journal_damaged(self.state, found.damage, end=found.end, salvaging=self.salvage)
+            _log.warning("%s", salvaged)
+        self._index = covered
+        replayed = diverged = 0
+        for entry in journal.entries(files, found.end):
+            if entry.index <= covered:
+                continue  # already in the snapshot (the journal was not cut after it)
             status = self._apply(entry)[0]
             replayed += 1
             if status != entry.status:
@@ -154,19 +192,27 @@ class DurableApp:
                     entry.status,
                 )
             self._index = entry.index
-        self._journal = Journal(self.state.journal, end=reader.end)
-        if reader.torn:
-            _log.warning("cut %d bytes of an unfinished request from the end of the journal", reader.torn)
+        self._journal = Journal(files, end=found.end, last=self._index)
+        self._journal.entries = found.entries
+        if found.torn:  # a crash mid-write: that request was never answered
+            _log.info("cut %d bytes of an unfinished request from the end of the journal", found.torn)
         threading.Thread(target=self._compactor, name="rdss-local-compactor", daemon=True).start()
-        if replayed >= self.compact_every:
+        if found.entries >= self.compact_every:
             self._compact_due.set()
-        return Recovery(covered, replayed, diverged, reader.torn, time.monotonic() - started)
+        return Recovery(covered, replayed, diverged, found.torn, time.monotonic() - started, salvaged)
 
     # -- serving --------------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD", "GET") in _SAFE_METHODS:
+        refused = limits.too_large(environ)  # said before reading: 100 MB are never held
+        if refused is None and environ.get("REQUEST_METHOD", "GET") in _SAFE_METHODS:
             return self.app(environ, start_response)
-        body = read_body(environ)
+        body = read_body(environ) if refused is None else None
+        if refused is None:
+            refused = limits.body_too_large(environ, None) if body is None else limits.refusal(environ, body)
+        if refused is not None or body is None:  # as AWS refuses it: neither applied nor journalled
+            status, headers, content = refused or limits.body_too_large(environ, None)
+            start_response(status, headers)
+            return [content]
         if not mutating(environ, body):
             return self.app(environ, start_response)
         captured = _captured(environ)
@@ -193,7 +239,7 @@ class DurableApp:
             try:
                 if self._journal is not None:
                     self._journal.append(Entry(index, moment, code, environ, body))
-                    if self._journal.entries >= self.compact_every:
+                    if self._journal.entries >= self._compact_at:
                         self._compact_due.set()
             except OSError as error:
                 return (*self._fail(error), self.changes.version)
@@ -251,18 +297,44 @@ class DurableApp:
         return int(status.split(" ", 1)[0]), status, list(answer.get("headers", [])), content
 
     # -- snapshots ------------------------------------------------------------------------------
-    def compact(self) -> None:
-        """Snapshot the state now and empty the journal (writers wait meanwhile)."""
+    def compact(self, *, due: bool = False) -> bool:
+        """Snapshot the state now and let the journal go of what it covers; False when there was
+        nothing to do (with ``due``, the compactor's: when the journal is still short of its
+        threshold - a snapshot just taken). Writers wait only while the state is pickled: the
+        snapshot is written and synced while they carry on, and the journal keeps what they add
+        meanwhile.
+
+        Raises:
+            Exception: the snapshot could not be made or written (nothing changed: the journal
+                still holds everything).
+        """
         if self.state is None or self._journal is None:
-            return
-        with self._lock:
-            if not self._journal.entries and self.state.snapshot.exists():
-                return
-            started = time.monotonic()
-            size = snapshot.save(self.state.snapshot, self._index)
-            self._journal.restart()
+            return False
+        files, key = self.state.files, self.state.key
+        with self._compacting:
+            with self._lock:
+                if self._closed or (not self._journal.entries and files.exists(snapshot.SNAPSHOT)):
+                    return False
+                if due and self._journal.entries < self._compact_at:
+                    return False
+                started = time.monotonic()
+                index, through, entries = self._index, self._journal.size, self._journal.entries
+                dumped = snapshot.dump(index)
+                paused = time.monotonic() - started
+            size = snapshot.write(files, key, dumped)
+            with self._lock:
+                self._journal.drop_through(through, self._journal.entries - entries)
+                self._compact_at = self.compact_every
             self.snapshots += 1
-        _log.info("state snapshot at request %d: %d bytes in %.2f s", self._index, size, time.monotonic() - started)
+            self.last_snapshot = SnapshotTiming(paused, time.monotonic() - started, size, index)
+        _log.info(
+            "state snapshot at request %d: %d bytes in %.2f s (writers waited %.2f s)",
+            index,
+            size,
+            self.last_snapshot.seconds,
+            paused,
+        )
+        return True
 
     def _compactor(self) -> None:
         while True:
@@ -271,12 +343,16 @@ class DurableApp:
             if self._closed:
                 return
             try:
-                self.compact()
-            except Exception as error:  # the journal still holds everything: compaction is retried later
+                self.compact(due=True)
+            except Exception as error:  # the journal still holds everything
+                with self._lock:  # tried again after as many entries more, not on every write
+                    self._compact_at = (self._journal.entries if self._journal else 0) + self.compact_every
                 _log.error(
-                    "could not snapshot the emulator's state (%s: %s); the journal keeps it",
+                    "could not snapshot the emulator's state (%s: %s); the journal keeps it, and a snapshot is tried "
+                    "again after %d more requests",
                     type(error).__name__,
                     error,
+                    self.compact_every,
                 )
 
     def close(self, *, snapshot_state: bool = True) -> None:
@@ -298,11 +374,14 @@ class DurableApp:
         self._compact_due.set()
 
 
-def read_body(environ: dict[str, Any]) -> bytes:
-    """The request's bytes, read whole (chunked or not), and the environ set to read them again."""
+def read_body(environ: dict[str, Any]) -> bytes | None:
+    """The request's bytes, read whole (chunked or not), and the environ set to read them again;
+    None when a chunked body runs over the emulator's bound (not read further)."""
     stream = environ["wsgi.input"]
     if environ.get("wsgi.input_terminated"):  # chunked: the server ends the stream
-        body: bytes = stream.read()
+        body: bytes = stream.read(limits.MAX_BODY + 1)
+        if len(body) > limits.MAX_BODY:
+            return None
     else:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = stream.read(length) if length > 0 else b""

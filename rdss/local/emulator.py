@@ -86,8 +86,10 @@ class Emulator:
         port: int = 0,
         state: StateDirectory | None = None,
         compact_every: int = 5000,
+        salvage: bool = False,
     ) -> None:
-        """Bind ``port`` (0: a free one) without taking connections yet.
+        """Bind ``port`` (0: a free one) without taking connections yet; ``salvage``: start from
+        what is intact of damaged state (:mod:`rdss.local.damage`) rather than refuse.
 
         Raises:
             PortUnavailable: the port is out of range, in use, or reserved.
@@ -98,7 +100,9 @@ class Emulator:
         _records_go_to_open_shards()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         self.region = region
-        self.app = DurableApp(DomainDispatcherApplication(create_backend_app), state, compact_every=compact_every)
+        self.app = DurableApp(
+            DomainDispatcherApplication(create_backend_app), state, compact_every=compact_every, salvage=salvage
+        )
         # what a vendor's role may not do is refused before moto (and the journal) sees it
         self.served = Authoriser(self.app)
         self.public = Listener(self.served, port)

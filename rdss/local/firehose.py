@@ -28,12 +28,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rdss import archive
+from rdss.local import limits
 
 #: Where a delivery stream keeps its buffer, in its destination bucket.
 STAGING_PREFIX = ".firehose/"
-#: Firehose's limits on a PutRecordBatch call and on one record.
-MAX_RECORDS_PER_CALL = 500
-MAX_RECORD_BYTES = 1000 * 1024
+#: Firehose's limits on a PutRecordBatch call and on one record (:mod:`rdss.local.limits` checks them all).
+MAX_RECORDS_PER_CALL = limits.FIREHOSE_RECORDS
+MAX_RECORD_BYTES = limits.FIREHOSE_RECORD
 
 
 @dataclass
@@ -139,11 +140,10 @@ class LocalFirehose:
         stream = self.streams.get(DeliveryStreamName)
         if stream is None:
             raise _error("ResourceNotFoundException", f"Firehose {DeliveryStreamName} not found")
-        if len(Records) > MAX_RECORDS_PER_CALL:
-            raise _error("InvalidArgumentException", f"{len(Records)} records exceed {MAX_RECORDS_PER_CALL} a call")
-        too_large = [i for i, r in enumerate(Records) if len(r["Data"]) > MAX_RECORD_BYTES]
-        if too_large:
-            raise _error("InvalidArgumentException", f"record {too_large[0]} exceeds {MAX_RECORD_BYTES:,} bytes")
+        try:
+            limits.firehose_batch([len(r["Data"]) for r in Records])
+        except limits.Refusal as refused:
+            raise _error(refused.code, refused.message) from None
         stream.put([r["Data"] for r in Records])
         return {
             "FailedPutCount": 0,

@@ -180,10 +180,12 @@ def test_a_local_delivery_stream_refuses_what_firehose_refuses(system: System):
     firehose = LocalFirehose({"test": delivery_stream(system)})
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         firehose.put_record_batch(DeliveryStreamName="other", Records=[{"Data": b"x"}])
-    with pytest.raises(ClientError, match="InvalidArgumentException"):
+    with pytest.raises(ClientError, match=r"ValidationException.*'records' .* less than or equal to 500"):
         firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": b"x"}] * 501)
-    with pytest.raises(ClientError, match="InvalidArgumentException"):
+    with pytest.raises(ClientError, match=r"ValidationException.*'records\.1\.member\.data' .* 1024000"):
         firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": b"x" * (1000 * 1024 + 1)}])
+    with pytest.raises(ClientError, match=r"InvalidArgumentException.*Records size exceeds 4 MB limit"):
+        firehose.put_record_batch(DeliveryStreamName="test", Records=[{"Data": b"x" * 1_000_000}] * 5)
 
 
 def test_what_a_delivery_stream_accepted_survives_the_process(system: System):

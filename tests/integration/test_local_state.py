@@ -1,6 +1,7 @@
 """``rdss local up`` leaves its state file, and every command that talks to a deployment finds the
 local runtime through it: no ``--url``, no ``RDSS_GATEWAY_URL``, no ``AWS_*`` exports, no
-credentials file. Once it stops, the file is gone and the commands say that none is named."""
+credentials file. Once it stops, the file is gone and the commands say that none is named. Two
+runtimes keep to themselves: each its own file, and ``--local`` picks one."""
 
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ def local_up(endpoint: Endpoint, tmp_path: Path) -> Iterator[tuple[dict[str, str
     if not endpoint.embedded:
         pytest.skip("`rdss local up` always starts its own embedded moto: run by the moto suite, not per endpoint")
     env = bare_environment(tmp_path)
-    state = tmp_path / "state" / "rdss" / "local.json"
+    running = tmp_path / "state" / "rdss" / "running"
     with serving([sys.executable, "-m", "rdss", "local", "up", "--vendor", "acme:produces"], env):
+        (state,) = running.glob("*.json")
         yield env, state
     assert not state.exists(), "the state file outlived its runtime"
 
@@ -99,10 +101,10 @@ def test_the_commands_find_the_local_runtime_without_exports(local_up: tuple[dic
 
 def test_with_the_runtime_stopped_the_commands_say_none_is_named(tmp_path: Path) -> None:
     env = bare_environment(tmp_path)
-    state = tmp_path / "state" / "rdss" / "local.json"
-    state.parent.mkdir(parents=True)
     # what a runtime killed with SIGKILL leaves: its process is gone, so the file is stale
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    state = tmp_path / "state" / "rdss" / "running" / f"{int(dead.stdout)}.json"
+    state.parent.mkdir(parents=True, mode=0o700)
     url = "kinesis://local?endpoint=http://127.0.0.1:9&region=eu-west-2"
     state.write_text(
         json.dumps(
@@ -122,3 +124,40 @@ def test_with_the_runtime_stopped_the_commands_say_none_is_named(tmp_path: Path)
         assert done.returncode == 2, (argv, done.stderr)
         assert "no deployment named" in done.stderr, (argv, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_two_runtimes_keep_to_themselves(endpoint: Endpoint, tmp_path: Path) -> None:
+    """Each has its own state file; stopping one leaves the other found; among the two, a command
+    says which it uses, and --local picks either by deployment or by state directory."""
+    if not endpoint.embedded:
+        pytest.skip("`rdss local up` always starts its own embedded moto: run by the moto suite, not per endpoint")
+    env = bare_environment(tmp_path)
+    running = tmp_path / "state" / "rdss" / "running"
+    up = [sys.executable, "-m", "rdss", "local", "up"]
+    with serving([*up, "--env", "one", "--state", str(tmp_path / "one")], env):
+        with serving([*up, "--env", "two", "--state", str(tmp_path / "two")], env) as second:
+            assert len(list(running.glob("*.json"))) == 2
+            assert any("--local two" in line for line in second)  # its banner says how to pick it
+            both = rdss(env, "redrive", "--dry-run")
+            assert both.returncode == 0, both.stderr
+            assert "2 local runtimes are running; using the one started last, deployment two" in both.stderr
+            sent = rdss(env, "send", str(VALID), "--local", "one")
+            assert sent.returncode == 0, sent.stderr
+            assert "running" not in sent.stderr  # picked: nothing to say
+            message_id = re.search(r"sent (\S+) to input", sent.stdout).group(1)  # type: ignore[union-attr]
+            tail = ["tail", "input", "--from-start", "--count", "1"]
+            found = rdss(env, *tail, "--idle", "20", "--local", str(tmp_path / "one"))
+            assert message_id in found.stdout, found.stdout + found.stderr
+            elsewhere = rdss(env, *tail, "--idle", "3", "--local", "two")
+            assert message_id not in elsewhere.stdout
+            wrong = rdss(env, "send", str(VALID), "--local", "three")
+            assert wrong.returncode == 2
+            lines = wrong.stderr.strip().splitlines()
+            assert len(lines) == 1, wrong.stderr
+            assert "no running local runtime has deployment or state 'three'" in lines[0]
+        # the second stopped: its file went, the first's stays and is found alone, without a word
+        (left,) = running.glob("*.json")
+        assert json.loads(left.read_text())["environment"] == "one"
+        sent = rdss(env, "send", str(VALID))
+        assert sent.returncode == 0, sent.stderr
+        assert "running" not in sent.stderr

@@ -119,6 +119,12 @@ def test_benchmarks(venv: Path, tmp_path: Path) -> None:
     assert bill["total_usd_per_month"] > 0
     idle = json.loads(ok(rdss(venv, env, tmp_path, "bench", "idle", "--seconds", "2", "--json", timeout=180)).out)
     assert idle
+    kept = json.loads(
+        ok(
+            rdss(venv, env, tmp_path, "bench", "state", "--puts", "60", "--compact-every", "20", "--json", timeout=300)
+        ).out
+    )
+    assert kept["after"]["snapshot_ok"]
     for (group, name), says in NEEDS_MORE.items():
         ran = rdss(venv, env, tmp_path, group, name, "--json")
         assert ran.code == 2, (ran.argv, ran.out, ran.err)

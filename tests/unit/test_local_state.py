@@ -16,7 +16,7 @@ import pytest
 
 from rdss.local import determinism
 from rdss.local.durable import Changes, DurableApp, action, mutating
-from rdss.local.journal import Entry, Journal, JournalReader
+from rdss.local.journal import Entry, Journal, entries, read_committed, scan
 from rdss.local.positions import Positions
 from rdss.local.server import Listener, PortUnavailable
 from rdss.local.state import MARKER, StateDirectory, StateError, default_directory
@@ -28,55 +28,51 @@ def entry(index: int, body: bytes = b"{}") -> Entry:
 
 
 # -- the journal ------------------------------------------------------------------------------
-def test_journal_entries_come_back_whole_and_in_order(tmp_path: Path):
-    journal = Journal(tmp_path / "journal")
-    bodies = [b"", b"\x00\xff binary \n", b"x" * 100_000]
-    for index, body in enumerate(bodies, 1):
+def write_journal(state: StateDirectory, bodies: list[bytes], *, first: int = 1) -> Journal:
+    journal = Journal(state.files, end=state.files.size("journal"), last=first - 1)
+    for index, body in enumerate(bodies, first):
         journal.append(entry(index, body))
         journal.sync(index)
-    journal.close()
-    read = list(JournalReader(tmp_path / "journal"))
+    return journal
+
+
+def test_journal_entries_come_back_whole_and_in_order(tmp_path: Path):
+    state = StateDirectory(tmp_path / "state")
+    bodies = [b"", b"\x00\xff binary \n", b"x" * 100_000]
+    write_journal(state, bodies).close()
+    found = scan(state.files, committed=read_committed(state.files))
+    assert (found.entries, found.first, found.last, found.torn, found.damage) == (3, 1, 3, 0, None)
+    read = list(entries(state.files, found.end))
     assert [e.body for e in read] == bodies
     assert [e.index for e in read] == [1, 2, 3]
     assert read[1] == entry(2, bodies[1])
+    assert read_committed(state.files) == 3
 
 
-@pytest.mark.parametrize("cut", [1, 5, 12, 40])
+@pytest.mark.parametrize("cut", [1, 5, 12, 28, 40])
 def test_a_torn_last_frame_is_cut_and_the_whole_ones_kept(tmp_path: Path, cut: int):
-    path = tmp_path / "journal"
-    journal = Journal(path)
-    for index in (1, 2):
-        journal.append(entry(index, b"payload-%d" % index))
-    journal.close()
-    whole = path.stat().st_size
-    with path.open("ab") as file:  # a crash in the middle of writing the third
+    state = StateDirectory(tmp_path / "state")
+    write_journal(state, [b"payload-1", b"payload-2"]).close()
+    whole = state.journal.stat().st_size
+    with state.journal.open("ab") as file:  # a crash in the middle of writing the third (never acknowledged)
         file.write(entry(3, b"payload-3").frame()[:cut])
-    reader = JournalReader(path)
-    assert [e.index for e in reader] == [1, 2]
-    assert (reader.end, reader.torn) == (whole, cut)
-    Journal(path, end=reader.end).close()
-    assert path.stat().st_size == whole
+    found = scan(state.files, committed=read_committed(state.files))
+    assert (found.last, found.end, found.torn, found.damage) == (2, whole, cut, None)
+    Journal(state.files, end=found.end, last=2).close()
+    assert state.journal.stat().st_size == whole
 
 
-def test_a_damaged_frame_ends_the_journal_there(tmp_path: Path):
-    path = tmp_path / "journal"
-    journal = Journal(path)
-    journal.append(entry(1))
-    journal.append(entry(2, b"second"))
+def test_restart_keeps_only_what_a_snapshot_does_not_hold(tmp_path: Path):
+    state = StateDirectory(tmp_path / "state")
+    journal = write_journal(state, [b"1", b"2"])
+    through = journal.size
+    journal.append(entry(3, b"3"))  # appended while the snapshot was written
+    journal.sync(3)
+    journal.drop_through(through, 1)
     journal.close()
-    data = bytearray(path.read_bytes())
-    data[-1] ^= 0xFF  # one flipped bit in the last body: its CRC no longer matches
-    path.write_bytes(bytes(data))
-    assert [e.index for e in JournalReader(path)] == [1]
-
-
-def test_restart_empties_the_journal(tmp_path: Path):
-    journal = Journal(tmp_path / "journal")
-    journal.append(entry(1))
-    journal.restart()
-    journal.append(entry(2))
-    journal.close()
-    assert [e.index for e in JournalReader(tmp_path / "journal")] == [2]
+    found = scan(state.files, covered=2, committed=read_committed(state.files))
+    assert [e.index for e in entries(state.files, found.end)] == [3]
+    assert found.damage is None
 
 
 # -- what is journalled -----------------------------------------------------------------------
@@ -130,22 +126,23 @@ def test_changes_wake_a_waiter_at_once():
 
 # -- positions --------------------------------------------------------------------------------
 def test_positions_survive_a_new_process_and_stay_per_poller(tmp_path: Path):
-    path = tmp_path / "positions.json"
-    positions = Positions(path)
+    state = StateDirectory(tmp_path / "state")
+    positions = Positions(state)
     broker = positions.of("mapping:broker")
     broker["shardId-000000000000"] = "41"
     broker["shardId-000000000000"] = "42"
     positions.of("firehose:input")["shardId-000000000001"] = "7"
-    again = Positions(path)
+    again = Positions(state)
     assert dict(again.of("mapping:broker")) == {"shardId-000000000000": "42"}
     assert again.of("firehose:input").get("shardId-000000000001") == "7"
     assert again.of("mapping:sequencer").get("shardId-000000000000") is None
     del again.of("mapping:broker")["shardId-000000000000"]
-    assert Positions(path).snapshot() == {"mapping:broker": {}, "firehose:input": {"shardId-000000000001": "7"}}
-    assert not (tmp_path / "positions.json.tmp").exists()
+    assert Positions(state).snapshot() == {"mapping:broker": {}, "firehose:input": {"shardId-000000000001": "7"}}
+    assert not (state.path / "positions.json.tmp").exists()
+    assert again.rebuilt is None
 
 
-def test_positions_without_a_path_stay_in_memory(tmp_path: Path):
+def test_positions_without_a_state_directory_stay_in_memory():
     positions = Positions()
     positions.of("p")["s"] = "1"
     assert dict(positions.of("p")) == {"s": "1"}
@@ -342,10 +339,10 @@ def test_a_snapshot_keeps_kms_keys_whose_private_keys_do_not_pickle(tmp_path: Pa
         signing = kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
         sealed = kms.encrypt(KeyId=symmetric, Plaintext=b"kept")["CiphertextBlob"]
         public = kms.get_public_key(KeyId=signing)["PublicKey"]
-        path = tmp_path / "snapshot"
-        assert snapshot.save(path, 7) > 0
+        state = StateDirectory(tmp_path / "state")
+        assert snapshot.write(state.files, state.key, snapshot.dump(7)) > 0
     with mock_aws():  # a fresh emulator: nothing until the snapshot is loaded
-        assert snapshot.load(path) == 7
+        assert snapshot.load(state.files, state.key) == 7
         kms = boto3.client("kms", region_name="eu-west-2")
         assert kms.decrypt(CiphertextBlob=sealed)["Plaintext"] == b"kept"
         assert kms.get_public_key(KeyId=signing)["PublicKey"] == public
