@@ -22,8 +22,10 @@ they are put on ``invalid`` and ``error`` by the consumers themselves, keyed ``m
 and are no verdict on an input record (:func:`by_broker`).
 
 Output, under ``--output`` (and, printed, the counts: ``lines`` - the records, each once -
-``messages``, ``rejects``, ``duplicates``, and ``archivedAgain``, the entries left out as copies
-of a record already read):
+``messages``, ``rejects``, ``duplicates``, ``archivedAgain``, the entries left out as copies
+of a record already read, and ``damagedObjects`` when an object is truncated or has bytes after
+its last gzip member that are not gzip: it is read up to there, named in one line on standard
+error, and the run goes on):
 
 * ``messages/dt=<yyyy-MM-dd>/messageType=<type>/``: one row per messageId the broker accepted
   (:data:`schema.CURATED_COLUMNS`). The first-seen record wins: earliest archivedAt, then
@@ -158,6 +160,8 @@ class Rejections:
 
     records: DataFrame
     claim_check_sizes: tuple[int, ...] = ()
+    #: errors-archive objects read only up to where they are damaged
+    damaged: tuple[runtime.Damaged, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -269,9 +273,10 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
     (:func:`runtime.entries`), whose identity the result keeps. The result has the curated columns but archivedAt and
     dt, the messageType partition value, the UTC day of publication, ``source`` and
     ``lineNumber``; for a line with no messageId (a reject) the raw line and whether it is
-    JSON at all; and ``digest``, the SHA-256 of a line that may be one of the ``rejected``
-    payloads (its length and CRC-32 are one's), which keeps its raw line too. A field of the
-    wrong type becomes null, never an error.
+    JSON at all; ``digest``, the SHA-256 of a line that may be one of the ``rejected``
+    payloads (its length and CRC-32 are one's), which keeps its raw line too; and ``damage``,
+    set only on the line that ends a damaged object (:func:`runtime.damage`: no record, see
+    :func:`intact`). A field of the wrong type becomes null, never an error.
     """
     header = F.call_udf(HEADER_FUNCTION, F.col("line").cast("binary"))
     records = runtime.entries(lines.select(*LINE_COLUMNS))
@@ -315,6 +320,7 @@ def parse(lines: DataFrame, rejected: Rejections | None = None) -> DataFrame:
         F.when(no_message_id | candidate, F.col("line")).alias("rejectedLine"),
         F.when(no_message_id, field("json")).alias("rejectedJson"),
         digest.alias("digest"),
+        runtime.damage(F.col("line")).alias("damage"),
         *runtime.IDENTITY,
     )
 
@@ -341,6 +347,16 @@ def locate(parsed: DataFrame, archive_objects: DataFrame) -> DataFrame:
         order_key.alias("orderKey"),
         F.when(F.col("rejectedLine").isNotNull(), F.col("source")).alias("rejectedFrom"),
     )
+
+
+def intact(located: DataFrame) -> DataFrame:
+    """:func:`locate`'s records without the lines that end damaged objects (which hold no record)."""
+    return located.where(F.col("damage").isNull()).drop("damage")
+
+
+def damaged(located: DataFrame) -> list[runtime.Damaged]:
+    """The damaged objects among :func:`locate`'s (read up to the damage; :func:`runtime.damage`)."""
+    return runtime.damaged(located.select(F.col("rejectedFrom").alias("source"), F.col("rejectedLine").alias("line")))
 
 
 def archived_again(records: DataFrame) -> DataFrame:
@@ -469,7 +485,7 @@ def transform(lines: DataFrame, archive_objects: DataFrame, rejected: Rejections
     """The whole compaction as one function of DataFrames (what :func:`run` does, without
     keeping intermediate results or writing): lines with :data:`LINE_COLUMNS`, the objects
     they are in (:func:`objects`) and the broker's rejections, if known."""
-    located = locate(parse(lines, rejected), archive_objects)
+    located = intact(locate(parse(lines, rejected), archive_objects))
     records = once(located, archived_again(located))
     matches = None if rejected is None else matched(records, rejected.records)
     return compact(records, matches)
@@ -499,9 +515,10 @@ def read_rejections(context: runtime.Context, path: str) -> Rejections:
     kept for the run (they are read twice: to pick candidate lines, and to match them)."""
     register(context.spark)
     lines, _ = context.archive_lines(path)
-    rows = rejections(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = rejections(runtime.intact(lines)).persist(StorageLevel.MEMORY_AND_DISK)
     claim_checks = rows.where(F.col("crc32").isNull()).select("bytes").distinct().collect()
-    return Rejections(rows, tuple(sorted(int(row["bytes"]) for row in claim_checks)))
+    # another pass over the errors archive (a small share of the traffic) for the damaged objects
+    return Rejections(rows, tuple(sorted(int(row["bytes"]) for row in claim_checks)), tuple(runtime.damaged(lines)))
 
 
 def with_line_numbers(lines: DataFrame) -> DataFrame:
@@ -528,16 +545,24 @@ def run(
     ``rejected``: the broker's rejections (:func:`read_rejections`); with them the counts also
     say how many lines were matched to one (``brokerRejections``) and how many rejections no
     line of this run was (``unmatchedRejections``: on Glue, also those of earlier runs' lines).
+    An object of either archive damaged part way (truncated, or bytes after its last gzip
+    member that are not gzip) is read up to the damage, said in one line on standard error, and
+    counted in ``damagedObjects`` (present when there is one); the run goes on.
     """
     runtime.apply_settings(spark, JOB)
     register(spark)
     base = output.rstrip("/")
     mode = "append" if incremental else "overwrite"
-    located = kept_once(spark, locate(parse(lines, rejected), archive_objects))
+    checkpointed = kept_once(spark, locate(parse(lines, rejected), archive_objects))
+    located = intact(checkpointed)
     extra: dict[str, int] = {}
     try:
         again = archived_again(located).persist(StorageLevel.MEMORY_AND_DISK)
         extra["archivedAgain"] = again.count()  # materialised (with the records): small, broadcast
+        broken = [*damaged(checkpointed), *(rejected.damaged if rejected is not None else ())]
+        runtime.report_damaged(JOB.name, broken)
+        if broken:
+            extra["damagedObjects"] = len(broken)
         records = once(located, again)
         matches = None
         if rejected is not None:
@@ -575,7 +600,7 @@ def run(
             lambda: dups.coalesce(1).write.mode(mode).parquet(f"{base}/duplicates"),
         )
     finally:
-        release(located)
+        release(checkpointed)
         spark.catalog.clearCache()
     counts = {
         name: int(seen.get["n"])
@@ -644,7 +669,7 @@ JOB = runtime.Job(
     description="Compact the raw audit archive into curated Parquet.",
     arguments=(
         runtime.Argument("input", "the audit archive (a directory or s3:// prefix, read recursively)"),
-        runtime.Argument("output", "where messages/, rejects/ and duplicates/ go"),
+        runtime.Argument("output", "where messages/, rejects/ and duplicates/ go", use=runtime.OUTPUT),
         runtime.Argument(
             "errors",
             "the errors archive (invalid/ and error/ under it): records the broker moved there are "

@@ -7,8 +7,9 @@ Input (``--input``): what ``audit_compaction.py`` wrote (``messages/``, ``reject
 their messageHeader (decorated in place, or wrapped with the original payload).
 
 Output (``--output``): the tables of :data:`schema.REPORT_TABLES`, each as Parquet
-(``<output>/<table>/``) and CSV (``<output>/csv/<table>/``), and ``summary.json``, the whole
-period in one document.
+(``<output>/<table>/``) and CSV (``<output>/csv/<table>/``, as spreadsheets read it, a text
+that would run as a formula led by an apostrophe: :func:`write_csv`), and ``summary.json``, the
+whole period in one document.
 
 Locally: ``python glue_jobs/audit_report.py --input PATH --output PATH [--errors PATH]``.
 On AWS Glue the same file takes ``--JOB_NAME``, ``--input``, ``--output`` and optionally
@@ -219,6 +220,43 @@ def _hour_of(source: Column) -> Column:
     return F.make_timestamp(part(1), part(2), part(3), part(4), F.lit(0), F.lit(0), timezone=F.lit("UTC"))
 
 
+#: What makes a spreadsheet read a cell as a formula (or, for tab and carriage return, hides one
+#: after them): a text cell starting so gets :data:`FORMULA_GUARD` before it in the CSV copies.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_GUARD = "'"
+
+
+def spreadsheet_safe(table: DataFrame) -> DataFrame:
+    """``table`` with every text value a spreadsheet would run as a formula (a producer's
+    generator ``=HYPERLINK(...)``, a consumer's errorCode ``@SUM(...)``) led by an apostrophe,
+    which shows it as text. Only for the CSV copies: the Parquet tables keep values as sent."""
+    columns = []
+    for field in table.schema.fields:
+        column = F.col(field.name)
+        if isinstance(field.dataType, T.StringType):
+            starts = F.substring(column, 1, 1).isin(*FORMULA_STARTS)
+            column = F.when(starts, F.concat(F.lit(FORMULA_GUARD), column)).otherwise(column)
+        columns.append(column.alias(field.name))
+    return table.select(*columns)
+
+
+def write_csv(table: DataFrame, path: str) -> None:
+    """One CSV file of ``table`` as spreadsheets read it (RFC 4180): a header, every value
+    quoted, a quote written twice, values kept whole (Spark's writer trims spaces and tabs at
+    either end by default, and escapes quotes with a backslash), formulas disarmed
+    (:func:`spreadsheet_safe`)."""
+    writer = spreadsheet_safe(table).coalesce(1).write.mode("overwrite")
+    options = {
+        "header": "true",
+        "quoteAll": "true",
+        "quote": '"',
+        "escape": '"',
+        "ignoreLeadingWhiteSpace": "false",
+        "ignoreTrailingWhiteSpace": "false",
+    }
+    writer.options(**options).csv(path)
+
+
 # -- I/O --------------------------------------------------------------------------------------------
 
 
@@ -234,10 +272,13 @@ def read_curated(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame, 
 
 
 def read_errors(spark: SparkSession, path: str) -> DataFrame:
-    """Every record of the errors archive under ``path`` once, as :func:`error_records`."""
+    """Every record of the errors archive under ``path`` once, as :func:`error_records`. An
+    object damaged part way is read up to the damage and named in one line on standard error
+    (a second pass over the errors archive, a small share of the traffic, finds them)."""
     runtime.register_entries(spark)
     lines, _ = runtime.Context(spark, {}).archive_lines(path)
-    return error_records(runtime.unique_entries(runtime.entries(lines)))
+    runtime.report_damaged(JOB.name, runtime.damaged(lines))
+    return error_records(runtime.unique_entries(runtime.entries(runtime.intact(lines))))
 
 
 def tables(messages: DataFrame, rejects: DataFrame, duplicates: DataFrame, errors: DataFrame) -> dict[str, DataFrame]:
@@ -274,7 +315,7 @@ def run(
         ).items():
             shaped = table.cache()
             shaped.coalesce(1).write.mode("overwrite").parquet(f"{base}/{name}")
-            shaped.coalesce(1).write.mode("overwrite").option("header", "true").csv(f"{base}/csv/{name}")
+            write_csv(shaped, f"{base}/csv/{name}")
         document = summary(messages, rejects, duplicates, errors)
         runtime.write_text(
             spark, f"{base}/{schema.REPORT_SUMMARY}", json.dumps(document, indent=2, sort_keys=True) + "\n"
@@ -310,8 +351,13 @@ JOB = runtime.Job(
     name="audit-report",
     description="Report on the curated audit data and the errors archive.",
     arguments=(
-        runtime.Argument("input", "audit_compaction.py's output (messages/, rejects/, ...)"),
-        runtime.Argument("output", "where the report tables and summary.json go"),
+        runtime.Argument(
+            "input",
+            "audit_compaction.py's output (messages/, rejects/, ...)",
+            use=runtime.TABLES,
+            holds=("messages", "rejects", "duplicates"),
+        ),
+        runtime.Argument("output", "where the report tables and summary.json go", use=runtime.OUTPUT),
         runtime.Argument(
             "errors", "the errors archive (invalid/ and error/ under it), read recursively", required=False
         ),

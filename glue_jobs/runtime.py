@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -76,6 +78,15 @@ ENTRY_FIELDS = T.StructType(
 #: archiver restarted mid-stream, archive some records twice).
 IDENTITY = ("stream", "shard", "sequenceNumber")
 
+#: The Hadoop codec archive objects are read with (glue_jobs/java/rdss/glue/ArchiveCodec.java):
+#: as rdss/archive.py reads them, and a damaged object (truncated, bytes after its last gzip
+#: member that are not gzip) ends with a line saying so instead of failing the run.
+ARCHIVE_CODEC = "rdss.glue.ArchiveCodec"
+#: The configuration key of that line's token, and the token: random per process, so no archived
+#: line can pass for it (executors get it with the read's options).
+DAMAGE_KEY = "rdss.archive.damage"
+DAMAGE_MARKER = f"rdss-archive-damaged-{secrets.token_hex(16)}"
+
 
 def register_entries(spark: SparkSession) -> None:
     """Make :data:`ENTRY_FUNCTION` callable in ``spark`` (:data:`JAR` must be on its classpath)."""
@@ -104,12 +115,63 @@ def entries(lines: DataFrame) -> DataFrame:
     )
 
 
+def damage(line: Column) -> Column:
+    """What was wrong with an archive object, on the line :data:`ARCHIVE_CODEC` ended it with
+    (``<what> (byte N of the object)``); null on every line the object holds."""
+    prefix = DAMAGE_MARKER + " "
+    return F.when(line.startswith(prefix), line.substr(len(prefix) + 1, 1 << 30))
+
+
+def intact(lines: DataFrame) -> DataFrame:
+    """Archive lines (a ``line`` column) without the lines that say an object was damaged."""
+    return lines.where(damage(F.col("line")).isNull())
+
+
+@dataclass(frozen=True, order=True)
+class Damaged:
+    """An archive object read only up to where it is damaged: the lines before are read, the
+    rest of the object is not."""
+
+    source: str
+    what: str
+
+    def describe(self, job: str) -> str:
+        """The one line a run prints for it."""
+        return f"{job}: archive object {self.source} is damaged, read up to there: {self.what}"
+
+
+def damaged(lines: DataFrame, source: str = "source") -> list[Damaged]:
+    """The damaged objects ``lines`` (a ``line`` column and ``source``) came from."""
+    found = lines.select(F.col(source).alias("source"), damage(F.col("line")).alias("what"))
+    rows = found.where(F.col("what").isNotNull()).collect()
+    return sorted(Damaged(str(row["source"]), str(row["what"])) for row in rows)
+
+
+def report_damaged(job: str, objects: Sequence[Damaged]) -> None:
+    """Each damaged object in one line on standard error (the run goes on with the rest)."""
+    for found in objects:
+        print(found.describe(job), file=sys.stderr, flush=True)
+
+
 def unique_entries(records: DataFrame) -> DataFrame:
     """``records`` (with :data:`IDENTITY` columns) with each identity once; legacy records (no
     identity) all kept. Which copy of an identity stays is not said: for a small frame whose
     copies need not be told apart (the errors archive)."""
     identified = records.where(F.col("sequenceNumber").isNotNull()).dropDuplicates(list(IDENTITY))
     return identified.unionByName(records.where(F.col("sequenceNumber").isNull()))
+
+
+#: How a job uses a path argument (:attr:`Argument.use`): an archive read recursively (every
+#: object under it is a record's), a directory of named tables read, or where the job writes.
+ARCHIVE, TABLES, OUTPUT = "archive", "tables", "output"
+
+
+#: A URI's scheme (RFC 3986: two characters at least, so a drive letter is not one): s3://, file:/...
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+class UsageError(ValueError):
+    """A local run's arguments name paths the job cannot use: said in one line, exit 2."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +181,10 @@ class Argument:
     name: str
     help: str
     required: bool = True
+    #: :data:`ARCHIVE`, :data:`TABLES` or :data:`OUTPUT`: checked before a local run starts Spark
+    use: str = ARCHIVE
+    #: for :data:`TABLES`, what must be in the directory
+    holds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,12 +213,17 @@ class Context:
         objects read.
 
         Lines split on ``\\n`` only, as Firehose's delimiter is; a ``\\r`` stays part of a line.
+        Objects are read with :data:`ARCHIVE_CODEC`: a damaged one ends with a line
+        :func:`damage` reads (take them out with :func:`intact`, list them with :func:`damaged`).
         ``bookmark`` (on Glue): read through a bookmarked source under that transformation
         context, so each run gets only objects earlier runs have not processed. Locally, and
         without a bookmark, the whole tree is read.
         """
         if self.glue is None or bookmark is None:
-            raw = self.spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text(path)
+            reader = self.spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true")
+            # per read, not per session: no other read is touched
+            reader = reader.option("io.compression.codecs", ARCHIVE_CODEC).option(DAMAGE_KEY, DAMAGE_MARKER)
+            raw = reader.text(path)
             lines = raw.select(F.col("value").alias("line"), F.input_file_name().alias("source"))
             return lines, list(raw.inputFiles())
         return _bookmarked_lines(self.glue, path, bookmark)
@@ -187,6 +258,11 @@ def main(job: Job, argv: Sequence[str] | None = None, *, spark: SparkSession | N
         result = _glue_run(job, args)
     else:
         arguments = parse_arguments(job, args)
+        try:
+            check_paths(job, arguments)
+        except UsageError as error:
+            print(f"{job.name}: {error}", file=sys.stderr)
+            return 2
         session = spark or local_session(job)
         try:
             apply_settings(session, job)
@@ -205,6 +281,48 @@ def parse_arguments(job: Job, argv: Sequence[str]) -> dict[str, str | None]:
         parser.add_argument(f"--{argument.name}", required=argument.required, help=argument.help)
     parsed = vars(parser.parse_args(argv))
     return {argument.name: parsed[argument.name] for argument in job.arguments}
+
+
+def check_paths(job: Job, arguments: Mapping[str, str | None]) -> None:
+    """The local paths among ``arguments`` are ones the job can use (an ``s3://`` or other
+    remote path is the store's to judge): what it reads exists, what it writes is a directory or
+    nothing yet, and no output lies inside an archive the job reads recursively (the next run
+    would read the output's files as archive objects).
+
+    Raises:
+        UsageError: saying which argument and why.
+    """
+    given = {a.name: (a, _local(arguments.get(a.name))) for a in job.arguments}
+    archives = [(name, path) for name, (a, path) in given.items() if path is not None and a.use == ARCHIVE]
+    for name, (argument, path) in given.items():
+        if path is None:
+            continue
+        if argument.use == OUTPUT:
+            if path.exists() and not path.is_dir():
+                raise UsageError(f"--{name} {path}: exists and is not a directory")
+            for archive_name, archive in archives:
+                if path.resolve().is_relative_to(archive.resolve()):
+                    raise UsageError(
+                        f"--{name} {path} is inside --{archive_name} {archive}, which is read recursively: "
+                        "write the output elsewhere"
+                    )
+            continue
+        if not path.exists():
+            raise UsageError(f"--{name} {path}: no such file or directory")
+        missing = [held for held in argument.holds if not (path / held).exists()]
+        if missing:
+            names = ", ".join(f"{held}/" for held in missing)
+            raise UsageError(f"--{name} {path}: no {names} in it (expected: {argument.help})")
+
+
+def _local(value: str | None) -> Path | None:
+    """The local file a path argument names (a plain path or a ``file:`` URI), else None."""
+    if value is None:
+        return None
+    uri = _URI.match(value)
+    if uri is None:
+        return Path(value)
+    return Path(value[uri.end() :].removeprefix("//")) if uri.group(1).lower() == "file" else None
 
 
 def on_glue(argv: Sequence[str]) -> bool:

@@ -20,7 +20,10 @@ PutRecords, SENT). A source record is settled only after the target acknowledged
 
 A record that fails the classifier is not forwarded as it is: it goes, decorated, to the
 target's ``invalid`` or ``error`` channel (the same classification as everywhere else), keyed as
-its consumer group's move (``moved:bridge``), as every consumer's move is.
+its consumer group's move (``moved:bridge``), as every consumer's move is. From RabbitMQ the
+group's consumer classifies on receipt, as every RabbitMQ consumer does, so such a record is moved
+to RabbitMQ's own ``invalid`` or ``error`` queue, keyed the same, before the bridge reads it (and
+is not in :class:`BridgeStats`).
 Sequence parts travel as they are, each its own record.
 """
 

@@ -31,7 +31,7 @@ def register(commands: Any) -> None:
         description="Start the embedded runtime (moto's server, the processors, Firehose, the sweep) and serve until "
         "interrupted. State is kept on disk: after a crash or a stop, the next start on the same --state has every "
         "message it acknowledged, and takes connections only once it has. While it serves, the commands that talk "
-        "to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor, analytics) and "
+        "to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor) and "
         "Gateway() use it when no --url or RDSS_GATEWAY_URL names another: its state file "
         "($XDG_STATE_HOME/rdss/running/PID.json) says where it is and how to sign in, so no AWS_* export is needed; "
         "with several running, --local ENV|DIR picks one. Damaged state is refused, naming what is lost (--salvage "

@@ -188,7 +188,7 @@ def _audit(result: Accounting, published: int) -> dict[str, Any]:
 
 
 def _analytics(runtime: Runtime) -> dict[str, Any]:
-    """The Glue jobs, run locally on a copy of the archives (what ``rdss analytics jobs`` does)."""
+    """The Glue jobs, run locally on a copy of the archives (:mod:`rdss.analytics.jobs`)."""
     from rdss.analytics.jobs import Layout, export_archives, run_jobs
     from rdss.resources import GlueUnavailable
 

@@ -14,7 +14,7 @@ import pika
 import pika.exceptions
 
 from rdss import schemas
-from rdss.gateway.amqp import mosaic
+from rdss.gateway.amqp import fieldtables, mosaic
 from rdss.gateway.amqp.consumer import AmqpConsumer
 from rdss.gateway.amqp.naming import (
     H_AUTH_TOKEN,
@@ -51,6 +51,7 @@ class AmqpTransport:
     scheme = "amqp"
 
     def __init__(self, options: Options, settings: Settings, *, counter: RedeliveryCounter | None = None) -> None:
+        fieldtables.install()  # no header a publisher wrote can stop this process's connections
         self.options = options
         self.settings = settings
         self.names = Names(options.namespace)
