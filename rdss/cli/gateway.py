@@ -32,6 +32,7 @@ from rdss.cli.common import (
     configure_service_logging,
     deployment_url,
     describe_os_error,
+    file_name,
     print_json,
     seconds,
 )
@@ -61,11 +62,12 @@ _log = logging.getLogger("rdss.cli")
 
 def register(commands: Any) -> None:
     send = add_command(commands, "send", run_send, help="send messages through the gateway")
-    send.add_argument("files", nargs="+", metavar="FILE")
+    send.add_argument("files", nargs="+", metavar="FILE", type=file_name)
     add_sender_options(send, _APPLICATION)
     send.add_argument(
         "--auth-token-file",
         metavar="FILE",
+        type=file_name,
         help="a file holding the JWT of the actor behind the messages (Mosaic's auth_token; read from a file so "
         "it never shows in the process list), sent beside every message: in the Mosaic envelope on amqp://",
     )
@@ -85,7 +87,7 @@ def register(commands: Any) -> None:
     add_gateway_options(tail, _APPLICATION)
 
     ask = add_command(commands, "request", run_request, help="send a request and print its reply")
-    ask.add_argument("file", metavar="FILE")
+    ask.add_argument("file", metavar="FILE", type=file_name)
     ask.add_argument(
         "--timeout",
         type=_positive_float,

@@ -15,6 +15,7 @@ from rdss.cli.common import (
     CommandError,
     add_command,
     describe_os_error,
+    file_name,
     print_json,
     whole_number,
 )
@@ -26,7 +27,7 @@ from rdss.validation import validate
 
 def register(commands: Any) -> None:
     cut = add_command(commands, "split", run_split, help="split a message into a sequence of parts")
-    cut.add_argument("file", metavar="FILE")
+    cut.add_argument("file", metavar="FILE", type=file_name)
     cut.add_argument("--out", required=True, metavar="DIR", type=Path)
     cut.add_argument(
         "--limit",
@@ -37,7 +38,7 @@ def register(commands: Any) -> None:
     )
 
     glue = add_command(commands, "join", run_join, help="join the parts of a sequence")
-    glue.add_argument("parts", nargs="+", metavar="PART")
+    glue.add_argument("parts", nargs="+", metavar="PART", type=file_name)
 
 
 def run_split(args: argparse.Namespace) -> int:
@@ -68,8 +69,10 @@ def run_split(args: argparse.Namespace) -> int:
     else:
         sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
         print(
-            f"{args.file}: {len(parts)} parts of sequence {sequence} written to {args.out} "
-            f"(largest {max(sizes):,} bytes, limit {args.limit:,})"
+            printable(
+                f"{args.file}: {len(parts)} parts of sequence {sequence} written to {args.out} "
+                f"(largest {max(sizes):,} bytes, limit {args.limit:,})"
+            )
         )
     return 0
 
