@@ -42,7 +42,10 @@ def register(commands: Any) -> None:
 
 
 def run_split(args: argparse.Namespace) -> int:
-    """Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json."""
+    """Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json: each with a messageId
+    of its own and messageSequence.sequence S, both derived from the message's messageId, which no part carries
+    (consumers receive the whole under part 1's messageId; rdss join prints it so).
+    """
     payload = _read(args.file)
     verdict = validate(payload, check_expiry=False, size_limit=None)
     if not verdict.valid or verdict.message is None:
@@ -78,7 +81,10 @@ def run_split(args: argparse.Namespace) -> int:
 
 
 def run_join(args: argparse.Namespace) -> int:
-    """Join PARTs (any order) and print the whole message."""
+    """Join PARTs (any order) and print the whole message, as consumers receive it: with part 1's header, so its
+    messageId is part 1's and its messageSequence keeps the sequence id S (position 1 of 1). The messageId the message
+    was sent as (rdss send prints it) is not in it: S is derived from it, and rdss trace finds the sequence by either.
+    """
     parts = []
     for name in args.parts:
         payload = _read(name)
