@@ -462,7 +462,7 @@ def run_cost(args: argparse.Namespace) -> int:
     who = args.peer or f"rdss, {args.archive} archive"
     print(
         f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
-        f"us-east-1 list prices as of {max(p.as_of for p in prices.PRICES.values())}"
+        f"us-east-1 list prices as of {prices.AS_OF}"
     )
     for item, dollars in sorted(bill.items.items(), key=lambda kv: -kv[1]):
         print(f"  {item:<44} {dollars:>12,.2f} $/month  {dollars / bill.total:6.1%}")
