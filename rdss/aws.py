@@ -17,7 +17,6 @@ from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import NoRegionError
 
-from rdss import localstate
 from rdss.awserrors import ClientConfigurationError
 
 #: Standard retry mode (exponential backoff with jitter, throttling-aware), bounded timeouts:
@@ -41,6 +40,8 @@ def client(service: str, session: boto3.Session | None = None, **kwargs: Any) ->
     """
     kwargs.setdefault("config", CLIENT_CONFIG)
     if session is None:
+        from rdss import localstate  # with the first client, not at a processor's cold import
+
         # aimed at the running local runtime: its region and credentials, without the AWS_* exports
         endpoint = kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL")
         kwargs = {**localstate.client_settings(endpoint), **kwargs}
@@ -95,6 +96,8 @@ def assumed_session(
     A vendor's gateway runs this way: its own credentials only let it assume its role in the
     deployment's account (``rdss vendor config`` prints the role and external ID).
     """
+    from rdss import localstate
+
     local = localstate.client_settings(endpoint or os.environ.get("AWS_ENDPOINT_URL"))
     source = boto3.Session(**{**local, **({"region_name": region} if region else {})})
     sts_kwargs: dict[str, Any] = {"config": CLIENT_CONFIG}
