@@ -28,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rdss import history
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
@@ -41,7 +41,14 @@ from rdss.processor import Processor
 from rdss.repository.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
 from rdss.repository.dynamodb import Claim, ClaimOutcome
 from rdss.repository.entries import RECEIVED, record_id, record_key, redriven_record
-from rdss.validation import Verdict, validate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rdss.validation import Verdict
+
+    #: :func:`rdss.validation.validate`, imported with the first batch
+    Classifier = Callable[..., Verdict]
 
 
 @dataclass(eq=False)  # items are compared by identity: each is one stream record
@@ -76,7 +83,9 @@ class Broker(Processor):
         events = await receive_batch(receive)
         started = time.perf_counter()
         now = self.now()
-        items = [self._classify_guarded(event, now) for event in events]
+        from rdss.validation import validate  # the classifier: loaded by the first batch, not at a cold import
+
+        items = [self._classify_guarded(event, now, validate) for event in events]
         tally = Tally()
         self._settle_errors(items, tally)
         ledger = self.ldr.new_ledger()
@@ -108,10 +117,12 @@ class Broker(Processor):
         )
 
     # -- failures of one record ----------------------------------------------------------------
-    def _classify_guarded(self, event: dict[str, Any], now: datetime) -> _Item:
+    def _classify_guarded(self, event: dict[str, Any], now: datetime, validate: Classifier) -> _Item:
         try:
-            return self._classify(event, now)
+            return self._classify(event, now, validate)
         except Exception as error:  # a bug for this record: it must not take the batch down
+            from rdss.validation import Verdict
+
             binding = event.get("bindings", {}).get("kinesis", {})
             record = record_id(binding.get("shard_id", ""), event["id"])
             payload = event.get("payload") or b""
@@ -145,7 +156,7 @@ class Broker(Processor):
             return
 
     # -- 1. classify ---------------------------------------------------------------------------
-    def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
+    def _classify(self, event: dict[str, Any], now: datetime, validate: Classifier) -> _Item:
         binding = event.get("bindings", {}).get("kinesis", {})
         payload = event.get("payload") or b""
         partition_key = str(binding.get("partition_key") or event["id"])
@@ -204,6 +215,8 @@ class Broker(Processor):
         """Records reusing a claimed messageId for another message (:mod:`rdss.repository.conflicts`):
         each is claimed as its stream record with status CONFLICT naming the record whose id it
         reuses, and moved to ``invalid`` (GENERR004) - never routed as if new, never dropped."""
+        from rdss.validation import Verdict
+
         claims = []
         for item, earlier in conflicting:
             message_id = str(item.header.get("messageId"))

@@ -476,8 +476,9 @@ def run_cost(args: argparse.Namespace) -> int:
 def run_coldstart(args: argparse.Namespace) -> int:
     """Build each Lambda asset as cdk synth builds it (stacks/bundling.py) and import its handler in fresh Python 3.12
     processes, beside importing boto3 alone from the same asset: zipped size and cold import time, the median of
-    --rounds. It measures what the CDK app builds from the source tree, so it runs from a checkout (make setup), not
-    from an installed package.
+    --rounds, and the ratio, the median of each round's (handler and reference timed back to back, in CPU time). It
+    measures what the CDK app builds from the source tree, so it runs from a checkout (make setup), not from an
+    installed package.
     """
     from rdss.bench import coldstart
 

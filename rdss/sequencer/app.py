@@ -34,7 +34,6 @@ from rdss.processor import Processor
 from rdss.repository.entries import record_id
 from rdss.sequencer.store import COMPLETE, PENDING, SequenceStore
 from rdss.topology import Resolved
-from rdss.validation import validate_message
 
 
 @dataclass(eq=False)
@@ -148,6 +147,7 @@ class Sequencer(Processor):
     def _release(self, last: _Part, positions: frozenset[int], tally: Tally) -> None:
         """All parts are in: validate the whole and send every part where it belongs."""
         from rdss.sequences import SequenceError, join  # with the first complete sequence, not at a cold import
+        from rdss.validation import validate_message
 
         staged = self.store.load(last.sequence, positions)
         parts = [orjson.loads(staged[p]) for p in sorted(staged)]
