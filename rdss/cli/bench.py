@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from rdss.cli.common import CommandError, number, print_json, whole_number
+from rdss.display import printable
 
 #: The highest rate bench cost prices: a million messages a second (86 billion a day) is far past
 #: any RDSS deployment, and keeps every item of the bill a finite number.
@@ -461,8 +462,10 @@ def run_cost(args: argparse.Namespace) -> int:
         return 0
     who = args.peer or f"rdss, {args.archive} archive"
     print(
-        f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
-        f"us-east-1 list prices as of {prices.AS_OF}"
+        printable(  # the environment's name is the user's (a --config of their own)
+            f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
+            f"us-east-1 list prices as of {prices.AS_OF}"
+        )
     )
     for item, dollars in sorted(bill.items.items(), key=lambda kv: -kv[1]):
         print(f"  {item:<44} {dollars:>12,.2f} $/month  {dollars / bill.total:6.1%}")
