@@ -24,6 +24,7 @@ records after it go on (:meth:`rdss.processor.Processor.failed_attempt`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -46,9 +47,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from rdss.validation import Verdict
-
-    #: :func:`rdss.validation.validate`, imported with the first batch
-    Classifier = Callable[..., Verdict]
 
 
 @dataclass(eq=False)  # items are compared by identity: each is one stream record
@@ -83,9 +81,7 @@ class Broker(Processor):
         events = await receive_batch(receive)
         started = time.perf_counter()
         now = self.now()
-        from rdss.validation import validate  # the classifier: loaded by the first batch, not at a cold import
-
-        items = [self._classify_guarded(event, now, validate) for event in events]
+        items = [self._classify_guarded(event, now) for event in events]
         tally = Tally()
         self._settle_errors(items, tally)
         ledger = self.ldr.new_ledger()
@@ -117,9 +113,9 @@ class Broker(Processor):
         )
 
     # -- failures of one record ----------------------------------------------------------------
-    def _classify_guarded(self, event: dict[str, Any], now: datetime, validate: Classifier) -> _Item:
+    def _classify_guarded(self, event: dict[str, Any], now: datetime) -> _Item:
         try:
-            return self._classify(event, now, validate)
+            return self._classify(event, now)
         except Exception as error:  # a bug for this record: it must not take the batch down
             from rdss.validation import Verdict
 
@@ -156,14 +152,22 @@ class Broker(Processor):
             return
 
     # -- 1. classify ---------------------------------------------------------------------------
-    def _classify(self, event: dict[str, Any], now: datetime, validate: Classifier) -> _Item:
+    @functools.cached_property
+    def _validate(self) -> Callable[..., Verdict]:
+        """:func:`rdss.validation.validate`: the classifier, loaded by the first batch rather than
+        at a cold import."""
+        from rdss.validation import validate
+
+        return validate
+
+    def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
         binding = event.get("bindings", {}).get("kinesis", {})
         payload = event.get("payload") or b""
         partition_key = str(binding.get("partition_key") or event["id"])
         # a record `rdss redrive` put back is the parked record it repeats: same claims, same ledger
         original = redriven_record(partition_key)
         record = original or record_id(binding.get("shard_id", ""), event["id"])
-        verdict = validate(payload, now=now)
+        verdict = self._validate(payload, now=now)
         header = verdict.header or {}
         # an invalid record's messageId cannot be trusted: it is claimed as the record itself
         by_id = verdict.valid
