@@ -458,3 +458,17 @@ def test_the_demo_summary_shows_file_names_codes_and_traces_as_text(name, code, 
     shown = out.getvalue().decode("utf-8")
     clean(shown, "the demo's summary")
     assert display.printable(name) in shown
+
+
+def test_the_tour_shows_example_names_and_their_values_as_text(tmp_path):
+    """``rdss tour --examples DIR``: a directory and file names of the user's, and the values their
+    messages hold (quoted by the verdicts), printed as written."""
+    root = tmp_path / "ex[/]\x1b[2J"
+    (root / "valid").mkdir(parents=True)
+    (root / "invalid").mkdir()
+    (root / "valid" / "a[red]b\\[x\x1b]0;x\x07.json").write_bytes(_message())
+    (root / "invalid" / "GENERR004-[bold]\u202e.json").write_bytes(_message(messageClass="[/]\x1b[31m"))
+    shown = run("tour", "--examples", str(root), "--messages", "10")
+    assert shown.code == 0, shown
+    assert "a[red]b\\[x\\x1b]0;x\\x07.json" in shown.out
+    assert "GENERR004-[bold]\\u202e.json" in shown.out
