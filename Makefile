@@ -8,12 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENV ?= dev
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
-# The CDK CLI, pinned in package.json/package-lock.json and installed into node_modules/.
+# The CDK CLI and the Node it runs on (22, npm's node-<platform> package: the binary itself),
+# pinned in package.json/package-lock.json and installed into node_modules/. node_modules/.bin
+# comes first on PATH: the CLI, jsii (which the CDK app's Python starts; see stacks/node.py),
+# npm and LocalStack's Node Lambda runtime run on it, not on the machine's Node.
 NODE_STAMP := node_modules/.installed
 CDK := node_modules/.bin/cdk
-# jsii (under aws-cdk-lib) warns on every start that this machine's Node 20 is past its end of life.
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock localstack test-localstack scanners
 
@@ -110,7 +111,7 @@ demo: setup
 # (tests/support/localstack/install.py): needs a Python >= 3.13 (pyenv's) and says so if none.
 # Its Lambda runs functions as local processes (a plugin of ours): Python 3.12 (pyenv's) with
 # awslambdaric, and Node with aws-lambda-ric, whose native client npm builds (cmake, make, g++).
-localstack: $(STAMP)
+localstack: $(STAMP) node
 	$(BIN)/python -m tests.support.localstack install
 
 # The integration suite against a LocalStack of its own on a free loopback port, stopped after.
@@ -119,7 +120,7 @@ test-localstack: localstack
 
 # Every suite, side by side (tests/support/suites.py): unit, cdk, glue, amqp, package, and the
 # integration suite twice - on the embedded moto and on LocalStack. Each suite's time is printed.
-test: setup rabbitmq localstack scanners lint typecheck
+test: setup node rabbitmq localstack scanners lint typecheck
 	$(BIN)/python -m tests.support.suites
 
 lint: setup

@@ -17,7 +17,6 @@ from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import NoRegionError
 
-from rdss import localstate
 from rdss.awserrors import ClientConfigurationError
 
 #: Standard retry mode (exponential backoff with jitter, throttling-aware), bounded timeouts:
@@ -41,6 +40,8 @@ def client(service: str, session: boto3.Session | None = None, **kwargs: Any) ->
     """
     kwargs.setdefault("config", CLIENT_CONFIG)
     if session is None:
+        from rdss import localstate  # with the first client, not at a processor's cold import
+
         # aimed at the running local runtime: its region and credentials, without the AWS_* exports
         endpoint = kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL")
         kwargs = {**localstate.client_settings(endpoint), **kwargs}
@@ -100,6 +101,8 @@ def assumed_session(
             give them).
         BotoCoreError: STS cannot be reached, or ClientError: STS refused the role.
     """
+    from rdss import localstate  # with the first client, not at a cold import
+
     aimed_at = endpoint or os.environ.get("AWS_ENDPOINT_URL")
     local = localstate.client_settings(aimed_at)
     source = boto3.Session(**{**local, **({"region_name": region} if region else {})})
@@ -138,6 +141,8 @@ def no_credentials(role_arn: str, endpoint: str | None) -> str:
     )
     if not endpoint:
         return line
+    from rdss import localstate
+
     running = localstate.read()
     if running is not None:
         return (

@@ -11,14 +11,22 @@ logged, so a typo'd URL is never echoed back whole.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 #: What a redacted secret reads as.
 MASK = "***"
 
-# C0 and C1 controls and DEL, and the Unicode bidirectional overrides and isolates that reorder
-# what a terminal shows ("Trojan Source"): each becomes a visible escape.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# C0 and C1 controls and DEL; the Unicode bidirectional marks, overrides and isolates that reorder
+# what a terminal shows ("Trojan Source"); the line and paragraph separators; and lone surrogates,
+# which no terminal can be sent (Python reads a file name or an argument that is not UTF-8 into
+# them: byte 0xff becomes U+DCFF): each becomes a visible escape.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: The surrogates Python's ``surrogateescape`` makes of the bytes 0x80-0xff that are not UTF-8.
+_ESCAPED_BYTES = range(0xDC80, 0xDD00)
 
 # ``scheme://user:password@`` anywhere in a text: the password goes.
 _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@'\"]*:)(?P<secret>[^\s@/'\"]*)(?P<at>@)")
@@ -42,7 +50,7 @@ def printable(text: str) -> str:
 
 
 # what JSON encoders leave raw (C0 they escape already): DEL, C1, the bidirectional controls
-_JSON_RAW = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
 def printable_json(data: bytes) -> bytes:
@@ -60,6 +68,8 @@ def _escape(match: re.Match[str]) -> str:
     if named is not None:
         return named
     code = ord(char)
+    if code in _ESCAPED_BYTES:  # the byte the name held, as the shell's $'\xff' would write it
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
@@ -82,6 +92,29 @@ def redact_url(url: str) -> str:
 def safe(text: str) -> str:
     """:func:`redact` then :func:`printable`: what any line for a person goes through."""
     return printable(redact(text))
+
+
+class PrintableLines:
+    """A text stream whose every line is written :func:`printable`: what is written keeps its
+    line breaks, and nothing else it holds reaches the terminal raw."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write("\n".join(printable(line) for line in text.split("\n")))
+
+
+def rich_text(*parts: str | tuple[str, str]) -> Text:
+    """A line for a rich console, made of ``parts`` - each a text, or a (text, style) pair - every
+    text :func:`printable` and none of it read as console markup: a name holding ``[/]`` or
+    ``[bold]`` is shown as written, where markup would fail on a tag that closes nothing, restyle
+    what follows, or (escaped with backslashes) lose a backslash the name holds."""
+    from rich.text import Text  # only the consoles that need it pay for rich
+
+    return Text.assemble(
+        *(printable(part) if isinstance(part, str) else (printable(part[0]), part[1]) for part in parts)
+    )
 
 
 def shorten(text: str, limit: int = 200) -> str:

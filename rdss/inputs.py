@@ -1,4 +1,5 @@
-"""Reading one input - a file, or standard input for ``-`` - with a bound on its size.
+"""Reading one input - a file, or standard input for ``-`` - with a bound on its size, and telling
+one message from newline-delimited JSON.
 
 Below the command line, so that anything reading a file a user names (a message, a cdk.json)
 refuses one too large for it (``/dev/zero``, a log given by mistake) without reading it whole.
@@ -6,8 +7,11 @@ refuses one too large for it (``/dev/zero``, a log given by mistake) without rea
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+
+import orjson
 
 #: The most ``rdss`` reads from one input (a file, standard input): a message may be split into
 #: a sequence, so this is well above the spec's 1,000,000 bytes, and well below what would
@@ -39,3 +43,36 @@ def read_input(name: str | Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     if len(data) > limit:
         raise InputTooLarge("standard input" if name == "-" else str(name), limit)
     return data
+
+
+def ndjson(data: bytes) -> list[tuple[int, bytes]] | None:
+    """The messages of newline-delimited JSON - a JSON object a line, as ``rdss tail`` prints them -
+    each with its line number (from 1; blank lines skipped), its bytes as they are but the line's
+    end (``\\n`` or ``\\r\\n``); None when ``data`` is one JSON value (a message, or an array: a message
+    each is for the caller to ask for) or does not start with a JSON object on a line of its own
+    (what it is, the classifier says).
+
+    A later line that is not a message stays one: it is judged (and refused) by its own line.
+    """
+    if _parses(data):
+        return None
+    lines = [(number, line.removesuffix(b"\r")) for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+    if len(lines) < 2:
+        return None
+    try:
+        first = orjson.loads(lines[0][1])
+    except orjson.JSONDecodeError:
+        first = json.loads(lines[0][1]) if _parses(lines[0][1]) else None
+    return lines if isinstance(first, dict) else None
+
+
+def _parses(data: bytes) -> bool:
+    """Whether ``data`` is one JSON value (numbers orjson cannot hold, such as 10**400, included)."""
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            json.loads(data)
+        except ValueError:  # UnicodeDecodeError and json.JSONDecodeError alike
+            return False
+    return True

@@ -20,7 +20,6 @@ from rdss.amgi.batch import BatchApp, kinesis_send
 from rdss.attempts import RecordAttempts, describe, is_transient, record_attempts
 from rdss.errors import ErrorCode
 from rdss.observability import logger
-from rdss.putrecords import MAX_RECORD_DATA
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.routing import Router
 from rdss.topology import RDSS, Resolved, Topology, from_environment
@@ -68,6 +67,7 @@ class Processor(BatchApp):
     def rejector(self) -> Rejector:
         """The one reject path, claim checks in the ``errors`` bucket. Made on the first
         rejection: a batch of valid messages never needs it, and a cold start does not load it."""
+        from rdss.putrecords import MAX_RECORD_DATA
         from rdss.rejection import Rejector, S3ClaimChecks
 
         claim_checks = S3ClaimChecks(self.s3, self.names.bucket("errors")) if self.s3 is not None else None

@@ -27,7 +27,8 @@ from typing import Any, Literal, TypeVar
 
 from rdss.capacity import Plan, Traffic, plan
 from rdss.inputs import InputTooLarge, read_input
-from rdss.topology import RDSS, Topology
+from rdss.topology import RDSS, Deployment, Topology
+from rdss.vendors import check_vendor_name, check_vendor_names
 
 CONTEXT_KEY = "rdss"
 
@@ -198,9 +199,6 @@ class AnalyticsSettings:
     compaction_schedule: str | None = None
 
 
-#: A vendor's name: its consumer group, its role's and its outputs' names (IAM role names allow 64
-#: characters; ``rdss-<env>-vendor-`` takes up to 32 of them).
-_VENDOR_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\Z")
 _ACCOUNT = re.compile(r"\d{12}\Z")
 #: An IAM principal ARN: an account root, a role or a user (paths allowed), in any partition.
 _PRINCIPAL_ARN = re.compile(r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(root|(role|user)/[\w+=,.@/-]{1,512})\Z")
@@ -343,14 +341,16 @@ def _retention(values: Any, where: str) -> RetentionSettings:
     return _build(RetentionSettings, {**values, "buckets": lifecycles}, where)
 
 
-def _vendors(values: Any, where: str, routed: Sequence[str]) -> dict[str, VendorSettings]:
+def _vendors(values: Any, where: str, routed: Sequence[str], environment: str) -> dict[str, VendorSettings]:
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected an object, found {values!r}")
     vendors = {}
     for name, raw in values.items():
         here = f"{where}.{name}"
-        if not _VENDOR_NAME.match(name) or len(name) > 32:
-            raise ConfigError(f"{here}: a vendor name is lower-case letters, digits and single hyphens, at most 32")
+        try:
+            check_vendor_name(name, Deployment(environment))
+        except ValueError as error:
+            raise ConfigError(f"{here}: {error}") from None
         if isinstance(raw, Mapping) and isinstance(raw.get("consumes"), list):
             raw = {**raw, "consumes": tuple(raw["consumes"])}
         vendor = _build(VendorSettings, raw, here)
@@ -372,6 +372,10 @@ def _vendors(values: Any, where: str, routed: Sequence[str]) -> dict[str, Vendor
         if not vendor.produces and not vendor.consumes:
             raise ConfigError(f"{here}: neither produces nor consumes anything")
         vendors[name] = vendor
+    try:
+        check_vendor_names(vendors)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
     return vendors
 
 
@@ -455,7 +459,9 @@ def load(
         termination_protection=bool(raw.pop("termination_protection", False)),
         custom_resources=bool(raw.pop("custom_resources", True)) if custom_resources is None else custom_resources,
         lambda_architecture=lambda_architecture or str(raw.pop("lambda_architecture", "arm64")),
-        vendors=_vendors(raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")]),
+        vendors=_vendors(
+            raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")], name
+        ),
     )
     raw.pop("account", None)
     raw.pop("region", None)

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rdss import decoration
+from rdss.display import rich_text as line
 from rdss.resources import examples_dir
 from rdss.sequences import Reassembler, split
 from rdss.validation import validate
@@ -25,7 +26,7 @@ from rdss.workload import Workload
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = Console(emoji=False)
     console.rule("[bold]RDSS Message API 3.0.2: the message model")
     examples = args.examples or examples_dir()
     failures = _examples(console, examples)
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _examples(console: Console, root: Path) -> int:
-    table = Table(title=f"Example messages ({root})", show_lines=False)
+    table = Table(title=line(f"Example messages ({root})"), show_lines=False)
     for column in ("file", "verdict", "channel", "why"):
         table.add_column(column, overflow="fold")
     unexpected = 0
@@ -48,8 +49,8 @@ def _examples(console: Console, root: Path) -> int:
         mark = "" if got == expected else " [red](unexpected)"
         unexpected += got != expected
         label = "[green]valid" + (" (part)" if verdict.is_part else "") if verdict.valid else f"[yellow]{got}"
-        why = (verdict.error_description or "")[:90]
-        table.add_row(path.name, label + mark, str(verdict.channel or "routed"), why)
+        why = line((verdict.error_description or "")[:90])  # the example's own values, as written
+        table.add_row(line(path.name), label + mark, str(verdict.channel or "routed"), why)
     console.print(table)
     return unexpected
 
@@ -102,8 +103,12 @@ def _decoration(console: Console, root: Path) -> int:
     restored = decoration.original(decorated) == payload
     header = orjson.loads(decorated)["messageHeader"]
     console.print(
-        f"[bold]Invalid channel[/]: {path.name} gains errorCode={header['errorCode']} and an errorDescription "
-        f"in its header ({len(decorated) - len(payload)} bytes inserted); original bytes "
-        f"{'[green]restored exactly' if restored else '[red]LOST'}[/]."
+        line(
+            ("Invalid channel", "bold"),
+            f": {path.name} gains errorCode={header['errorCode']} and an errorDescription in its header "
+            f"({len(decorated) - len(payload)} bytes inserted); original bytes ",
+            ("restored exactly", "green") if restored else ("LOST", "red"),
+            ".",
+        )
     )
     return 0 if restored else 1

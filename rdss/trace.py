@@ -53,6 +53,7 @@ from rdss.trace_content import is_part as _is_part
 from rdss.trace_content import member_object as _object
 from rdss.trace_content import mentions as _mentions
 from rdss.trace_content import message_id as _message_id
+from rdss.trace_reply import add_replies
 
 #: How far before an anchor moment the archives are listed (Firehose buffers up to 15 minutes;
 #: a producer's clock may run late) and how far after.
@@ -131,6 +132,8 @@ class Timeline:
     moves: list[tuple[str, str, str | None]] = field(default_factory=list)
     #: For a sequence (:mod:`rdss.trace_sequence`): what became of the whole message.
     whole: dict[str, Any] | None = None
+    #: For a request: each copy of its replies on a channel (:mod:`rdss.trace_reply`).
+    replies: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -166,6 +169,8 @@ class Timeline:
                 parts.append(f"{len(chosen)} record(s) not processed yet")
         for group, channel, code in self.moves:
             parts.append(f"moved to {channel} by consumer group {group} ({code})")
+        for reply in self.replies:
+            parts.append(f"answered by {reply['messageId']} on {reply['channel']}")
         if not self.dispatches:
             moved = [c for c in ("invalid", "error") if c in self.channels and not self._only_moves(c)]
             routed = [c for c in self.channels if c not in ("input", "sequence", "invalid", "error")]
@@ -201,6 +206,7 @@ class Timeline:
             **({"whole": self.whole} if self.whole is not None else {}),
             "archives": self.archives,
             "moves": [{"group": g, "channel": c, "errorCode": code} for g, c, code in self.moves],
+            "replies": self.replies,
             "events": [e.as_dict() for e in sorted(self.events, key=_order)],
         }
 
@@ -305,6 +311,7 @@ class Tracer:
         self._gateway_entries(timeline)
         self._dispatches(timeline, found, claims)
         self._copies(timeline, found)
+        add_replies(timeline, found)
         self._sequence(timeline, found)
         anchors = [d.arrived for d in timeline.dispatches if d.arrived]
         claim = claims.get(message_id)

@@ -31,7 +31,8 @@ The stack outputs what a vendor needs to configure its gateway under keys from
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,56 @@ WRITE_ACTIONS = ("kinesis:PutRecord", "kinesis:PutRecords")
 CHECKPOINT_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
 #: What DynamoDB does with the table's customer-managed key on the caller's behalf.
 TABLE_KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+
+
+#: A vendor's name: words of lower-case letters and digits, the first starting with a letter, joined
+#: by single hyphens. It names the vendor's IAM role and managed policy (IAM takes ``[\w+=,.@-]``),
+#: its stack outputs (CloudFormation takes letters and digits only: :func:`output_key` capitalises
+#: the words), its consumer group (a partition key's prefix, a lease row's, a RabbitMQ queue's) and
+#: its gateway's files; a path separator, ``..``, white space or markup is none of these.
+VENDOR_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
+#: The longest vendor name (the role's name, ``<prefix>-<env>-vendor-<name>``, must stay within IAM's 64).
+MAX_VENDOR_NAME = 32
+#: IAM's limit on a role's name.
+MAX_ROLE_NAME = 64
+
+
+def check_vendor_name(name: str, deployment: Deployment | None = None) -> str:
+    """``name`` if it is fit to name a vendor (:data:`VENDOR_NAME`, at most :data:`MAX_VENDOR_NAME`
+    characters) and, given its deployment, its role's name fits IAM's limit.
+
+    Raises:
+        ValueError: it is not; the message says the rule (naming a malformed name is left to the
+            caller, which knows where it came from).
+    """
+    if not VENDOR_NAME.match(name) or len(name) > MAX_VENDOR_NAME:
+        raise ValueError(
+            "a vendor name is lower-case letters and digits in words joined by single hyphens, starting with a letter, "
+            f"at most {MAX_VENDOR_NAME} characters (it names an IAM role, stack outputs and a consumer group)"
+        )
+    if deployment is not None:
+        role = role_name(deployment, name)
+        if len(role) > MAX_ROLE_NAME:
+            raise ValueError(
+                f"vendor {name}: a vendor name of {deployment.environment} takes at most "
+                f"{MAX_ROLE_NAME - len(role) + len(name)} characters: its role, {role}, would be longer than IAM's "
+                f"{MAX_ROLE_NAME}"
+            )
+    return name
+
+
+def check_vendor_names(names: Iterable[str]) -> None:
+    """Vendors of one deployment: each output key names one vendor (``a-1`` and ``a1`` would
+    both be ``VendorA1...``).
+
+    Raises:
+        ValueError: two names share their stack outputs.
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        key = output_key(name, "")
+        if seen.setdefault(key, name) != name:
+            raise ValueError(f"vendors {seen[key]} and {name} would share their stack outputs ({key}...): rename one")
 
 
 def role_name(deployment: Deployment, vendor: str) -> str:

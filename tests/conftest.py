@@ -12,11 +12,16 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from rdss.workload import Workload
+from stacks.node import use_project_node
 
 # Processors log and emit metrics through Powertools; in tests that is noise.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+# The CDK (tests/cdk, the deployed stack, the assets) starts jsii's Node on its first import: the
+# one package.json pins, not the machine's (stacks.node).
+use_project_node()
 
 # Gateways keep their own state (a Local Data Repository file, claim checks) under
 # $XDG_STATE_HOME: in tests, a directory of this run's, inherited by the processes it starts.

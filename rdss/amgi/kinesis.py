@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
 from rdss.errors import ErrorCode
-from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher, Record
-from rdss.retry import Backoff
 
 if TYPE_CHECKING:
     import asyncio  # imported with the first batch (see rdss.amgi.server)
 
+    from rdss.putrecords import PutRecordsBatcher, Record  # with the first send, not at a cold import
     from rdss.rejection import Rejector  # the processors' own; an app that never rejects loads none
+    from rdss.retry import Backoff
 
 _log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class KinesisEventSourceMappingHandler:
         *,
         kinesis: Any = None,
         client_factory: Callable[[], Any] | None = None,
-        backoff: Backoff = DEFAULT_BACKOFF,
+        backoff: Backoff | None = None,
         sleep: Callable[[float], None] | None = None,
         logger: logging.Logger | None = None,
         pause_gc: bool = True,
@@ -94,7 +94,7 @@ class KinesisEventSourceMappingHandler:
             kinesis: a boto3 Kinesis client for ``message.send`` (default: created on first use,
                 honouring ``AWS_ENDPOINT_URL``).
             client_factory: builds that client lazily instead (e.g. a counting client).
-            backoff: retries of failed PutRecords entries.
+            backoff: retries of failed PutRecords entries (default: rdss.putrecords.DEFAULT_BACKOFF).
             pause_gc: pause the cyclic garbage collector while a batch is handled. A batch
                 allocates hundreds of thousands of short-lived objects (parsed messages) that
                 reference counting frees; letting the collector walk them as they pile up cost
@@ -221,7 +221,7 @@ class KinesisEventSourceMappingHandler:
         assert self.rejections is not None
         try:
             rejection = self.rejections.rejector.reject(record.data, ErrorCode(code), why or None)
-            moved = Record(
+            moved = outbox.record(
                 self.rejections.streams[rejection.channel], rejection.record, record.partition_key, token=record
             )
             report = outbox.batcher.put([moved])
@@ -235,6 +235,8 @@ class KinesisEventSourceMappingHandler:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _batcher(self) -> PutRecordsBatcher:
+        from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher
+
         if self._kinesis is None:
             if self._client_factory is not None:
                 self._kinesis = self._client_factory()
@@ -242,7 +244,7 @@ class KinesisEventSourceMappingHandler:
                 import boto3
 
                 self._kinesis = boto3.client("kinesis")
-        kwargs: dict[str, Any] = {"backoff": self._backoff, "logger": self.log}
+        kwargs: dict[str, Any] = {"backoff": self._backoff or DEFAULT_BACKOFF, "logger": self.log}
         if self._sleep is not None:
             kwargs["sleep"] = self._sleep
         return PutRecordsBatcher(self._kinesis, **kwargs)
@@ -259,14 +261,18 @@ class _Outbox:
     """Buffered ``message.send`` events, delivered in PutRecords batches."""
 
     def __init__(self, batcher: PutRecordsBatcher) -> None:
+        from rdss.putrecords import Record
+
         self.batcher = batcher
+        #: :class:`rdss.putrecords.Record`, loaded with the first batch rather than at import
+        self.record = Record
         self.pending: list[Record] = []
         self.per_stream: dict[str, int] = {}
 
     def add(self, message: MessageSendEvent) -> None:
         payload = message.get("payload") or b""
         binding = (message.get("bindings") or {}).get("kinesis", {})
-        record = Record(
+        record = self.record(
             stream=message["address"],
             data=payload,
             partition_key=str(binding.get("partition_key") or uuid.uuid4().hex),

@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss import archive
 from rdss.errors import ErrorCode
-from rdss.putrecords import DEFAULT_BACKOFF
-from rdss.retry import Backoff
+
+if TYPE_CHECKING:
+    from rdss.retry import Backoff
 
 #: PutRecordBatch limits (Amazon Data Firehose quotas).
 MAX_RECORDS_PER_CALL = 500
@@ -77,16 +78,30 @@ class FirehoseWriter:
         self,
         client: Any,
         *,
-        backoff: Backoff = DEFAULT_BACKOFF,
+        backoff: Backoff | None = None,
         sleep: Callable[[float], None] = time.sleep,
         logger: logging.Logger | None = None,
     ) -> None:
+        """``backoff``: the retries of failed records (default: rdss.putrecords.DEFAULT_BACKOFF,
+        loaded when the first batch is put rather than at the archiver's cold import)."""
         self.client = client
-        self.backoff = backoff
+        self._backoff = backoff
         self.sleep = sleep
         self.log = logger or _log
         #: PutRecordBatch calls made (retries included).
         self.calls = 0
+
+    @property
+    def backoff(self) -> Backoff:
+        if self._backoff is None:
+            from rdss.putrecords import DEFAULT_BACKOFF
+
+            self._backoff = DEFAULT_BACKOFF
+        return self._backoff
+
+    @backoff.setter
+    def backoff(self, backoff: Backoff) -> None:
+        self._backoff = backoff
 
     def put(self, delivery_stream: str, records: Sequence[bytes]) -> list[Undelivered]:
         """Put ``records`` (each at most :data:`rdss.archive.MAX_MEMBER` bytes) on

@@ -22,8 +22,12 @@ DAYS_PER_MONTH = 365.25 / 12
 #: build machine) are taken as a vCPU's.
 FULL_VCPU_MB = 1769
 #: Assumed round trip of one AWS data-plane call from Lambda in the same region (DynamoDB,
-#: Kinesis, SQS, Firehose): the time a function waits and is billed for.
+#: Kinesis, SQS, Firehose, PutRecordBatch included): the time a function waits and is billed for.
+#: It is a median (p50), the one percentile every latency of the model is: a bill sums many calls,
+#: so the typical call is the figure to multiply, not the slow tail.
 CALL_SECONDS = 0.012
+#: The percentile :data:`CALL_SECONDS` (and every latency the model assumes) is.
+LATENCY_PERCENTILE = "p50"
 #: X-Ray's default sampling rule: the first request each second, and 5 % of the others.
 TRACE_RESERVOIR_PER_SECOND = 1.0
 TRACE_RATE = 0.05

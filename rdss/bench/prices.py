@@ -1,10 +1,11 @@
 """The prices the cost model uses: AWS list prices in us-east-1 (N. Virginia), one place.
 
-Each price names the AWS pricing page it comes from and the date it is taken as of. They were
-not fetched by this code (the build machine has no web access): they are the published list
-prices as known on that date, without free tiers, volume discounts past the first tier, savings
-plans or reserved capacity. A month is 730 hours; a GB is 2**30 bytes. Update a price here,
-with its date, when AWS changes it; ``rdss bench cost --prices`` prints the table.
+Each price names the AWS pricing page it comes from; all are taken as of one date, :data:`AS_OF`,
+so that a bill prices every item at the same moment. They were not fetched by this code (the
+build machine has no web access): they are the published list prices as known on that date,
+without free tiers, volume discounts past the first tier, savings plans or reserved capacity. A
+month is 730 hours; a GB is 2**30 bytes. When AWS changes a price, check them all and move
+:data:`AS_OF` with them; ``rdss bench cost --prices`` prints the table.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ _CLOUDWATCH = "https://aws.amazon.com/cloudwatch/pricing/"
 _SQS = "https://aws.amazon.com/sqs/pricing/"
 _EVENTBRIDGE = "https://aws.amazon.com/eventbridge/pricing/"
 _MSK = "https://aws.amazon.com/msk/pricing/"
-_AS_OF = "2025-06-01"
+#: The date every price is taken as of (ISO 8601).
+AS_OF = "2025-06-01"
+_AS_OF = AS_OF
 
 PRICES: dict[str, Price] = {
     # Kinesis Data Streams

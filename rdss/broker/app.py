@@ -26,11 +26,12 @@ records after it go on (:meth:`rdss.processor.Processor.failed_attempt`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rdss import history
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
@@ -43,7 +44,11 @@ from rdss.processor import Processor
 from rdss.repository.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
 from rdss.repository.dynamodb import Claim, ClaimOutcome
 from rdss.repository.entries import RECEIVED, record_id, record_key
-from rdss.validation import Verdict, validate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rdss.validation import Verdict
 
 
 @dataclass(eq=False)  # items are compared by identity: each is one stream record
@@ -114,6 +119,8 @@ class Broker(Processor):
         try:
             return self._classify(event, now)
         except Exception as error:  # a bug for this record: it must not take the batch down
+            from rdss.validation import Verdict
+
             binding = event.get("bindings", {}).get("kinesis", {})
             record = record_id(binding.get("shard_id", ""), event["id"])
             payload = event.get("payload") or b""
@@ -147,6 +154,14 @@ class Broker(Processor):
             return
 
     # -- 1. classify ---------------------------------------------------------------------------
+    @functools.cached_property
+    def _validate(self) -> Callable[..., Verdict]:
+        """:func:`rdss.validation.validate`: the classifier, loaded by the first batch rather than
+        at a cold import."""
+        from rdss.validation import validate
+
+        return validate
+
     def _classify(self, event: dict[str, Any], now: datetime) -> _Item:
         binding = event.get("bindings", {}).get("kinesis", {})
         payload = event.get("payload") or b""
@@ -154,7 +169,7 @@ class Broker(Processor):
         # names (shard, sequence number), judged by its content alone
         partition_key = str(binding.get("partition_key") or event["id"])
         record = record_id(binding.get("shard_id", ""), event["id"])
-        verdict = validate(payload, now=now)
+        verdict = self._validate(payload, now=now)
         header = verdict.header or {}
         # an invalid record's messageId cannot be trusted: it is claimed as the record itself
         key = header["messageId"] if verdict.valid else record_key(record)
@@ -216,6 +231,8 @@ class Broker(Processor):
         """Records reusing a claimed messageId for another message (:mod:`rdss.repository.conflicts`):
         each is claimed as its stream record with status CONFLICT naming the record whose id it
         reuses, and moved to ``invalid`` (GENERR004) - never routed as if new, never dropped."""
+        from rdss.validation import Verdict
+
         claims = []
         for item, earlier in conflicting:
             message_id = str(item.header.get("messageId"))

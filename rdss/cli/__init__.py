@@ -10,12 +10,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rdss import __version__
 from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
-from rdss.cli.common import USAGE, CommandError, describe_os_error
-from rdss.display import safe
+from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, text
+from rdss.display import printable, safe, shorten
 from rdss.extras import missing_extra
 
 _COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive, vendor)
@@ -23,7 +23,19 @@ _COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, ad
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage errors are one line (the usage itself is ``--help``'s),
-    secrets and control characters in the arguments it quotes made safe to print."""
+    secrets and control characters in the arguments it quotes made safe to print, and whose
+    arguments are text (:func:`rdss.cli.common.text`) unless their type says otherwise: a name,
+    a channel or a URL holding bytes that are not UTF-8 is refused here, not half-way through
+    sending it (file names, which may hold any bytes, are typed :func:`rdss.cli.common.file_name`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", None, text)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        commands = super().add_subparsers(**kwargs)
+        commands.type = file_name  # a sub-command's own arguments: its own parser types them
+        return commands
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE, f"{self.prog}: {safe(message)} (see {self.prog} --help)\n")
@@ -53,6 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if needs is None:
             raise
         print(f"rdss {args.command}: this {needs}", file=sys.stderr)
+        return USAGE
+    except UnicodeEncodeError as error:
+        # Python reads an argument, a file name or a variable that is not UTF-8 into lone
+        # surrogates (byte 0xff becomes U+DCFF); where it must be sent as text it cannot be
+        wrong = error.object[error.start : error.end] if isinstance(error.object, str) else ""
+        if not wrong or not all("\ud800" <= char <= "\udfff" for char in wrong):
+            raise
+        said = f"{safe(shorten(error.object))}: {printable(wrong)} is not UTF-8 text"
+        print(f"rdss {args.command}: {said}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         return 130

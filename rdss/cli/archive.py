@@ -21,13 +21,14 @@ from rdss.cli.common import (
     add_service_options,
     configure_service_logging,
     deployment_url,
+    file_name,
     number,
     report,
     seconds,
     stop_on_signals,
     unreachable_is_usage,
 )
-from rdss.display import redact
+from rdss.display import safe
 
 
 def register(commands: Any) -> None:
@@ -35,10 +36,10 @@ def register(commands: Any) -> None:
         commands,
         "archive",
         run_archive,
-        help="archive every message of a RabbitMQ (or memory) messaging system, as the archiver does on Kinesis",
+        help="archive every message of a messaging system (Kinesis, RabbitMQ, memory) to a directory or S3",
     )
     add_deployment_option(archive)
-    archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]")
+    archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]", type=file_name)
     archive.add_argument("--group", default="audit", help="the consumer group of the Wire Tap (default: audit)")
     archive.add_argument(
         "--buffer-seconds", type=seconds(0, 3600), default=60.0, metavar="S", help="write at least every S s (60)"
@@ -50,12 +51,14 @@ def register(commands: Any) -> None:
 
 
 def run_archive(args: argparse.Namespace) -> int:
-    """Read every message dispatched in the messaging system --url names (else $RDSS_GATEWAY_URL, e.g.
-    amqp://user:password@host/%2F; the input channel: on RabbitMQ a Wire Tap queue of each messageType, bound
-    to both exchanges, under the consumer group GROUP) and write objects of gzip members of archive entries (each
+    """Read every message dispatched in the messaging system --url names (else $RDSS_GATEWAY_URL, else the running
+    local runtime's: kinesis://ENV, amqp://user:password@host/%2F or memory://NAME) from its input channel, under the
+    consumer group GROUP (on Kinesis the input stream, read as any consumer group reads it; on RabbitMQ a Wire Tap
+    queue of each messageType, bound to both exchanges), and write objects of gzip members of archive entries (each
     record's exact bytes and identity) under audit/year=/month=/day=/hour=/ to a directory or an S3 bucket: what the
-    archiver writes through Firehose on Kinesis, read by the same readers. Start it before traffic: like every
-    consumer group, its queues exist from its first start.
+    archiver writes through Firehose in a deployment, read by the same readers - where there is no Firehose
+    (RabbitMQ, memory), or for a copy of a Kinesis deployment's audit archive elsewhere (on this machine, say).
+    Start it before traffic on RabbitMQ: like every consumer group, its queues exist from its first start.
     """
     from rdss.archiver import Archiver, open_sink
     from rdss.gateway import Gateway
@@ -82,7 +85,7 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        print(f"archiving every message of {redact(url)} to {sink}", file=sys.stderr, flush=True)
+        print(safe(f"archiving every message of {url} to {sink}"), file=sys.stderr, flush=True)
         try:
             stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
         except (ClientError, BotoCoreError, OSError) as error:

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from rdss.cli.common import CommandError, number, print_json, whole_number
+from rdss.display import printable
 
 #: The highest rate bench cost prices: a million messages a second (86 billion a day) is far past
 #: any RDSS deployment, and keeps every item of the bill a finite number.
@@ -501,8 +502,10 @@ def run_cost(args: argparse.Namespace) -> int:
         return 0
     who = args.peer or f"rdss, {args.archive} archive"
     print(
-        f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
-        f"us-east-1 list prices as of {max(p.as_of for p in prices.PRICES.values())}"
+        printable(  # the environment's name is the user's (a --config of their own)
+            f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
+            f"us-east-1 list prices as of {prices.AS_OF}"
+        )
     )
     for item, dollars in sorted(bill.items.items(), key=lambda kv: -kv[1]):
         print(f"  {item:<44} {dollars:>12,.2f} $/month  {dollars / bill.total:6.1%}")
@@ -516,8 +519,9 @@ def run_cost(args: argparse.Namespace) -> int:
 def run_coldstart(args: argparse.Namespace) -> int:
     """Build each Lambda asset as cdk synth builds it (stacks/bundling.py) and import its handler in fresh Python 3.12
     processes, beside importing boto3 alone from the same asset: zipped size and cold import time, the median of
-    --rounds. It measures what the CDK app builds from the source tree, so it runs from a checkout (make setup), not
-    from an installed package.
+    --rounds, and the ratio, the median of each round's (handler and reference timed back to back, in CPU time). It
+    measures what the CDK app builds from the source tree, so it runs from a checkout (make setup), not from an
+    installed package.
     """
     from rdss.bench import coldstart
 

@@ -27,7 +27,7 @@ from rdss.cli.common import (
     unreachable_is_usage,
     whole_number,
 )
-from rdss.display import redact
+from rdss.display import safe
 
 
 def register(commands: Any) -> None:
@@ -91,7 +91,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as error:
         raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
     stop = stop_on_signals()
-    print(f"bridging {', '.join(channels)}: {redact(source)} -> {redact(target)}", file=sys.stderr, flush=True)
+    print(safe(f"bridging {', '.join(channels)}: {source} -> {target}"), file=sys.stderr, flush=True)
     stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
     summary = (
         f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -163,7 +165,13 @@ def print_json(value: Any, *, indent: bool = False) -> None:
 
     Flushed at once: a service command prints figures while it runs, read by a pipe.
     """
-    sys.stdout.buffer.write(printable_json(orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)) + b"\n")
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)
+    except orjson.JSONEncodeError:
+        # a lone surrogate (a file name that is not UTF-8, as Python reads it) is no UTF-8 orjson
+        # can write; JSON's own escape (\udcff) keeps the value and is ASCII
+        data = json.dumps(value, indent=2 if indent else None, separators=None if indent else (",", ":")).encode()
+    sys.stdout.buffer.write(printable_json(data) + b"\n")
     sys.stdout.flush()
 
 
@@ -253,6 +261,35 @@ def configure_service_logging(args: argparse.Namespace, application: str) -> Non
 # (``nan`` compares false with every bound, so a wait of ``nan`` seconds would never end, or a
 # harvest ``--interval nan`` would never wait). Each raises ArgumentTypeError, whose text argparse
 # prints as it is: "argument --idle: expected a number of seconds from ... , got 'nan'".
+
+
+#: What Python makes of bytes that are not UTF-8 in an argument (surrogateescape): lone surrogates.
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")
+
+
+def text(value: str) -> str:
+    """An argparse ``type``, every argument's that has none of its own: text - a name, a channel,
+    a URL - which is sent or written as UTF-8, so not the lone surrogates Python reads bytes that
+    are not UTF-8 into (refused when the arguments are parsed, as a usage error)."""
+    if _NOT_UTF8.search(value):
+        raise argparse.ArgumentTypeError(f"{printable(value)}: not UTF-8 text")
+    return value
+
+
+def file_name(value: str) -> str:
+    """An argparse ``type``: the name of a file or a directory, as given (a name on disk may hold
+    bytes that are not UTF-8; it is opened as it is, and printed escaped)."""
+    return value
+
+
+def vendor_name(value: str) -> str:
+    """An argparse ``type``: a vendor's name (:func:`rdss.vendors.check_vendor_name`)."""
+    from rdss.vendors import check_vendor_name
+
+    try:
+        return check_vendor_name(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{value!r}: {error}") from None
 
 
 def whole_number(low: int = 1, high: int | None = None) -> Callable[[str], int]:

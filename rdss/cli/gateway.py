@@ -32,6 +32,7 @@ from rdss.cli.common import (
     configure_service_logging,
     deployment_url,
     describe_os_error,
+    file_name,
     print_json,
     seconds,
 )
@@ -50,7 +51,7 @@ from rdss.gateway import (
 )
 from rdss.gateway.backend import StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
-from rdss.inputs import read_input
+from rdss.inputs import ndjson, read_input
 from rdss.logs import message_fields
 
 _APPLICATION = "rdss-cli"
@@ -61,11 +62,12 @@ _log = logging.getLogger("rdss.cli")
 
 def register(commands: Any) -> None:
     send = add_command(commands, "send", run_send, help="send messages through the gateway")
-    send.add_argument("files", nargs="+", metavar="FILE")
+    send.add_argument("files", nargs="+", metavar="FILE", type=file_name)
     add_sender_options(send, _APPLICATION)
     send.add_argument(
         "--auth-token-file",
         metavar="FILE",
+        type=file_name,
         help="a file holding the JWT of the actor behind the messages (Mosaic's auth_token; read from a file so "
         "it never shows in the process list), sent beside every message: in the Mosaic envelope on amqp://",
     )
@@ -85,7 +87,7 @@ def register(commands: Any) -> None:
     add_gateway_options(tail, _APPLICATION)
 
     ask = add_command(commands, "request", run_request, help="send a request and print its reply")
-    ask.add_argument("file", metavar="FILE")
+    ask.add_argument("file", metavar="FILE", type=file_name)
     ask.add_argument(
         "--timeout",
         type=_positive_float,
@@ -99,11 +101,14 @@ def register(commands: Any) -> None:
 
 
 def run_send(args: argparse.Namespace) -> int:
-    """Validate each FILE (- for standard input) and send it to CHANNEL; a message over the limit goes as a sequence.
-    If any FILE is invalid nothing is sent (exit 1).
+    """Validate each FILE (- for standard input) and send it to CHANNEL: a file is one message, or newline-delimited
+    JSON (a message a line, as rdss tail prints them; each named FILE:LINE). If any message is invalid nothing is sent
+    (exit 1). A message over the limit goes as a multi-message sequence: consumers receive it reassembled, under the
+    messageId of its first part and with messageSequence.sequence S (both printed; S is derived from the messageId it
+    was sent as, by which rdss trace finds it too).
     """
     configure_service_logging(args, args.application)
-    payloads = [_read(name) for name in args.files]
+    names, payloads = _messages(args.files)
     token = _read(args.auth_token_file).decode("utf-8", "replace").strip() if args.auth_token_file else None
     if token == "":
         raise CommandError(f"{args.auth_token_file}: the auth token file is empty", USAGE)
@@ -112,8 +117,9 @@ def run_send(args: argparse.Namespace) -> int:
             receipts = gateway.send_all(payloads, channel=args.channel, auth_token=token, context=args.context)
         except MessageRefused as refused:
             for refusal in refused.refusals:
+                hint = _ARRAY_HINT if payloads[refusal.index].lstrip()[:1] == b"[" else ""
                 print(
-                    safe(f"{args.files[refusal.index]}: {refusal.error_code} {refusal.error_description}"),
+                    safe(f"{names[refusal.index]}: {refusal.error_code} {refusal.error_description}{hint}"),
                     file=sys.stderr,
                 )
             print(f"rdss send: nothing sent: {len(refused.refusals)} invalid message(s)", file=sys.stderr)
@@ -124,11 +130,41 @@ def run_send(args: argparse.Namespace) -> int:
             unusable = bool(failed.failed) and all(aws_unusable(getattr(u, "error_code", "")) for u in failed.failed)
             raise CommandError(str(failed), USAGE if unusable else INVALID) from failed
         except ChannelMismatch as mismatch:
-            raise CommandError(f"{args.files[mismatch.index]}: {mismatch}", USAGE) from mismatch
-    for name, receipt in zip(args.files, receipts, strict=True):
-        parts = f" as {len(receipt.parts)} parts (sequence {receipt.sequence})" if receipt.split else ""
+            raise CommandError(f"{names[mismatch.index]}: {mismatch}", USAGE) from mismatch
+    for name, receipt in zip(names, receipts, strict=True):
+        parts = (
+            f" as {len(receipt.parts)} parts (sequence {receipt.sequence}; consumers receive it whole as message "
+            f"{receipt.parts[0]} of sequence {receipt.sequence})"
+            if receipt.split
+            else ""
+        )
         print(printable(f"{name}: sent {receipt.message_id} to {receipt.channel}{parts}"))
     return 0
+
+
+#: What a refused JSON array is told: the messages it holds are sent one a line.
+_ARRAY_HINT = (
+    " (a JSON array: rdss send takes one message a file, or newline-delimited JSON, a message a line: "
+    "jq -c '.[]' FILE > FILE.ndjson)"
+)
+
+
+def _messages(files: list[str]) -> tuple[list[str], list[bytes]]:
+    """The messages the FILEs hold, each with the name it is reported under: a file's own, or
+    FILE:LINE for each line of newline-delimited JSON."""
+    names: list[str] = []
+    payloads: list[bytes] = []
+    for name in files:
+        data = _read(name)
+        lines = ndjson(data)
+        if lines is None:
+            names.append(name)
+            payloads.append(data)
+            continue
+        for number, line in lines:
+            names.append(f"{name}:{number}")
+            payloads.append(line)
+    return names, payloads
 
 
 def run_tail(args: argparse.Namespace) -> int:

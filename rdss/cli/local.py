@@ -13,6 +13,7 @@ from typing import Any
 
 from rdss import localstate
 from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
+from rdss.local import KEPT_DEMO_ENVIRONMENT
 
 
 def register(commands: Any) -> None:
@@ -86,11 +87,26 @@ def register(commands: Any) -> None:
         "invalid message per error code, an oversize and an expired message, duplicates, a multi-message sequence; "
         "or each file of --messages DIR as one record), wait until nothing moves, account for every input from the "
         "channels, the Local Data Repository and the archives, run the Glue jobs on local Spark (the glue extra and "
-        "a JDK; else they are skipped, saying why) and print the summary. Exit 1 if an input is unaccounted for.",
+        "a JDK; else they are skipped, saying why) and print the summary. Everything it made goes when it ends, "
+        "unless --keep. Exit 1 if an input is unaccounted for.",
     )
     demo.add_argument("--messages", type=Path, metavar="DIR", help="publish each file's bytes as one record instead")
     demo.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report there")
     demo.add_argument("--no-analytics", action="store_true", help="skip the Glue jobs (local Spark)")
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help=f"keep the deployment (channels, tables, archives) when the demo ends: its state is kept in --state, "
+        f"and rdss local up --env {KEPT_DEMO_ENVIRONMENT} serves it again for rdss trace and every other command (on "
+        "AWS_ENDPOINT_URL it is left there)",
+    )
+    demo.add_argument(
+        "--state",
+        type=Path,
+        metavar="DIR",
+        help=f"with --keep: where (default: where rdss local up --env {KEPT_DEMO_ENVIRONMENT} looks, "
+        f"$XDG_STATE_HOME/rdss/local/{KEPT_DEMO_ENVIRONMENT}, else ~/.local/state/rdss/local/{KEPT_DEMO_ENVIRONMENT})",
+    )
     demo.set_defaults(run=run_demo)
 
 
@@ -108,13 +124,19 @@ def _quiet_processors(level: str = "WARNING") -> None:
 def run_demo(args: argparse.Namespace) -> int:
     _quiet_processors("ERROR")  # the report says where every message went, the moves included
     from rdss.local import demo
+    from rdss.local.state import StateError, default_directory
 
     if args.messages is not None and not args.messages.is_dir():
         raise CommandError(f"--messages: {args.messages} is not a directory")
+    if args.state is not None and not args.keep:
+        raise CommandError("--state says where --keep keeps the deployment: give --keep too")
+    keep = (args.state or default_directory(KEPT_DEMO_ENVIRONMENT)) if args.keep else None
     try:
-        body = demo.run(messages_dir=args.messages, report=args.report, analytics=not args.no_analytics)
+        body = demo.run(messages_dir=args.messages, report=args.report, analytics=not args.no_analytics, keep=keep)
     except FileNotFoundError as error:
         raise CommandError(str(error)) from error
+    except StateError as error:
+        raise CommandError(f"--keep: {error}") from error
     # "pending": a part the sequencer holds (checked in its table) until its sequence completes
     # or times out - a place, not a loss. Only a record found nowhere fails the demo.
     unaccounted = [i for i in body["inputs"] if i["outcome"] == "unaccounted"]
@@ -122,6 +144,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    vendors = _vendors(args.vendor, args.env)  # a malformed one is said before anything starts
     _quiet_processors()
     configure_service_logging(args, "rdss-local")
     from rdss import logs
@@ -136,12 +159,7 @@ def run_up(args: argparse.Namespace) -> int:
     from rdss.local.server import PortUnavailable
     from rdss.local.snapshot import SnapshotError
     from rdss.local.state import StateDirectory, StateError, default_directory
-    from rdss.local.vendors import parse_vendor
 
-    try:
-        vendors = dict(parse_vendor(spec) for spec in args.vendor)
-    except ValueError as error:
-        raise CommandError(f"--vendor {error}") from error
     try:
         state = StateDirectory(args.state or default_directory(args.env), fresh=args.fresh)
     except StateError as error:
@@ -204,47 +222,70 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _vendors(specs: list[str], environment: str) -> dict[str, Any]:
+    """``--vendor`` NAME:produces|NAME:consumes=... of the deployment ``environment``: each name one
+    IAM and CloudFormation accept, its role's within IAM's limit, and no two sharing stack outputs."""
+    from rdss.local.vendors import parse_vendor
+    from rdss.topology import Deployment
+    from rdss.vendors import check_vendor_name, check_vendor_names
+
+    try:
+        vendors = dict(parse_vendor(spec) for spec in specs)
+    except ValueError as error:
+        raise CommandError(f"--vendor {error}") from error
+    try:
+        for name in vendors:
+            check_vendor_name(name, Deployment(environment))
+        check_vendor_names(vendors)
+    except ValueError as error:
+        raise CommandError(f"--vendor: {error}") from error
+    return vendors
+
+
 def _banner(
     endpoint: Any, runtime: Any, state: Path, recovery: Any, vendors: dict[str, Any], pointer: Path | None
 ) -> None:
     from rich.console import Console
 
-    console = Console()
+    from rdss.display import rich_text as line  # paths and names as written: never markup, never an escape
+
+    console = Console(highlight=False)
     deployment = runtime.deployment
     console.rule("[bold]RDSS local runtime")
-    console.print(f"endpoint   [cyan]{endpoint.url}[/]  (region {endpoint.region})")
+    console.print(line("endpoint   ", (endpoint.url, "cyan"), f"  (region {endpoint.region})"))
     if recovery.snapshot_index or recovery.replayed:
-        kept = (
+        kept = line(
             f"recovered in {recovery.seconds:.1f} s: snapshot of {recovery.snapshot_index:,} requests, "
             f"{recovery.replayed:,} replayed from the journal"
         )
         if recovery.diverged:
-            kept += f", [red]{recovery.diverged} answered otherwise than before[/]"
+            kept.append(f", {recovery.diverged} answered otherwise than before", "red")
     else:
-        kept = "new"
-    console.print(f"state      {state}  ({kept})", highlight=False)
+        kept = line("new")
+    console.print(line("state      ", str(state), "  (").append_text(kept).append(")"))
     if recovery.salvaged:
-        console.print(f"[red]salvaged[/]: {recovery.salvaged}", highlight=False)
+        console.print(line(("salvaged", "red"), f": {recovery.salvaged}"))
     if pointer is not None:
-        console.print(f"rdss and Gateway() find it by themselves (state file {pointer});")
+        console.print(line(f"rdss and Gateway() find it by themselves (state file {pointer});"))
         others = [s for s in localstate.running() if s.pid != os.getpid()]
         if others:
             console.print(
-                f"{len(others)} other local runtime(s) run: the commands take --local {runtime.deployment.environment} "
-                f"or --local {state} to pick this one",
-                highlight=False,
+                line(
+                    f"{len(others)} other local runtime(s) run: the commands take --local "
+                    f"{runtime.deployment.environment} or --local {state} to pick this one"
+                )
             )
     console.print("point the AWS CLI or boto3 at it (or rdss under another state directory):")
     for name, value in endpoint.environment().items():
-        console.print(f"  export {name}={value}")
-    console.print(f"  export RDSS_GATEWAY_URL='kinesis://{deployment.environment}?endpoint={endpoint.url}'")
+        console.print(line(f"  export {name}={value}"))
+    console.print(line(f"  export RDSS_GATEWAY_URL='kinesis://{deployment.environment}?endpoint={endpoint.url}'"))
     console.print("channels (Kinesis streams):")
     for channel in deployment.topology.channels:
-        console.print(f"  {channel.name:<11} {deployment.stream(channel.name)}")
-    console.print("tables: " + ", ".join(deployment.table(t.name) for t in deployment.topology.tables))
-    console.print("buckets: " + ", ".join(deployment.bucket(b.name) for b in deployment.topology.buckets))
+        console.print(line(f"  {channel.name:<11} {deployment.stream(channel.name)}"))
+    console.print(line("tables: " + ", ".join(deployment.table(t.name) for t in deployment.topology.tables)))
+    console.print(line("buckets: " + ", ".join(deployment.bucket(b.name) for b in deployment.topology.buckets)))
     for name in vendors:
-        console.print(f"vendor {name}: rdss vendor config {name}")
+        console.print(line(f"vendor {name}: rdss vendor config {name}"))
 
 
 #: Seven streams of 50 shards hold 350, within an account's default quota of 500 shards.

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from rdss import schemas, skeletons
-from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, print_json
+from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, file_name, print_json
 from rdss.display import printable
 from rdss.inputs import read_input
 from rdss.validation import validate
@@ -15,7 +15,7 @@ from rdss.validation import validate
 
 def register(commands: Any) -> None:
     check = add_command(commands, "validate", run_validate, help="classify messages with the RDSS error codes")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("files", nargs="+", metavar="FILE", type=file_name)
     check.add_argument("--json", action="store_true", help="one JSON line per file")
     check.add_argument("--no-expiry", action="store_true", help="skip the expiry stage (GENERR003)")
 

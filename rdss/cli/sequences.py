@@ -15,6 +15,7 @@ from rdss.cli.common import (
     CommandError,
     add_command,
     describe_os_error,
+    file_name,
     print_json,
     whole_number,
 )
@@ -26,7 +27,7 @@ from rdss.validation import validate
 
 def register(commands: Any) -> None:
     cut = add_command(commands, "split", run_split, help="split a message into a sequence of parts")
-    cut.add_argument("file", metavar="FILE")
+    cut.add_argument("file", metavar="FILE", type=file_name)
     cut.add_argument("--out", required=True, metavar="DIR", type=Path)
     cut.add_argument(
         "--limit",
@@ -37,11 +38,14 @@ def register(commands: Any) -> None:
     )
 
     glue = add_command(commands, "join", run_join, help="join the parts of a sequence")
-    glue.add_argument("parts", nargs="+", metavar="PART")
+    glue.add_argument("parts", nargs="+", metavar="PART", type=file_name)
 
 
 def run_split(args: argparse.Namespace) -> int:
-    """Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json."""
+    """Split FILE into parts of at most LIMIT serialised bytes, written to DIR as part-N.json: each with a messageId
+    of its own and messageSequence.sequence S, both derived from the message's messageId, which no part carries
+    (consumers receive the whole under part 1's messageId; rdss join prints it so).
+    """
     payload = _read(args.file)
     verdict = validate(payload, check_expiry=False, size_limit=None)
     if not verdict.valid or verdict.message is None:
@@ -68,16 +72,21 @@ def run_split(args: argparse.Namespace) -> int:
     else:
         sequence = parts[0]["messageHeader"]["messageSequence"]["sequence"]
         print(
-            f"{args.file}: {len(parts)} parts of sequence {sequence} written to {args.out} "
-            f"(largest {max(sizes):,} bytes, limit {args.limit:,})"
+            printable(
+                f"{args.file}: {len(parts)} parts of sequence {sequence} written to {args.out} "
+                f"(largest {max(sizes):,} bytes, limit {args.limit:,})"
+            )
         )
     return 0
 
 
 def run_join(args: argparse.Namespace) -> int:
-    """Join PARTs (any order; the same part twice is taken once) and print the whole message.
-    Exit 1, with one line saying why, when they are not one complete sequence: a part invalid
-    (a total over 10,000 parts among them), positions missing, two different parts at one
+    """Join PARTs (any order; the same part twice is taken once) and print the whole message, as
+    consumers receive it: with part 1's header, so its messageId is part 1's and its
+    messageSequence keeps the sequence id S (position 1 of 1). The messageId the message was sent
+    as (rdss send prints it) is not in it: S is derived from it, and rdss trace finds the sequence
+    by either. Exit 1, with one line saying why, when they are not one complete sequence: a part
+    invalid (a total over 10,000 parts among them), positions missing, two different parts at one
     position, or fragments that do not join; exit 2 when a file cannot be read."""
     parts = []
     for name in args.parts:

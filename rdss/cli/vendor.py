@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rdss.cli.common import USAGE, AwsDeployment, CommandError, add_deployment_option, aws_deployment
+from rdss.cli.common import USAGE, AwsDeployment, CommandError, add_deployment_option, aws_deployment, vendor_name
+from rdss.display import PrintableLines
 from rdss.vendors import output_key
 
 #: Where ``cdk synth`` writes (``make synth ENV=...``).
@@ -41,7 +42,7 @@ def register(commands: Any) -> None:
         "from the outputs of the stack rdss-ENV of the deployment kinesis://ENV, or of the template in cdk.out/ "
         "before deploying.",
     )
-    config.add_argument("name", metavar="NAME")
+    config.add_argument("name", metavar="NAME", type=vendor_name)
     add_deployment_option(config)
     config.add_argument(
         "--cdk-out",
@@ -269,7 +270,7 @@ def run_config(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(asdict(config), indent=2))
         return 0
-    out = sys.stdout
+    out = PrintableLines(sys.stdout)  # what the stack's outputs say, escaped: one line each, no terminal control
     out.write(f"# Message Gateway of vendor {config.vendor} on {stack} ({config.region})\n")
     out.write(f"export RDSS_GATEWAY_URL='{config.url}'\n")
     out.write(f"# application (its consumer group): Gateway(url, application={config.application!r}),\n")

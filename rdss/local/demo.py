@@ -12,6 +12,8 @@ summary. The report (``--report``) follows the contract::
 
 from __future__ import annotations
 
+import os
+import shlex
 import tempfile
 import time
 import uuid
@@ -22,13 +24,16 @@ from typing import Any
 
 import orjson
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from rdss import messages
+from rdss.display import rich_text as line
+from rdss.local import KEPT_DEMO_ENVIRONMENT
 from rdss.local.accounting import Accounting, Input, account
 from rdss.local.emulator import Endpoint, connect
+from rdss.local.positions import Positions
 from rdss.local.runtime import Runtime, Settings
+from rdss.local.state import StateDirectory, default_directory
 from rdss.resources import examples_dir
 from rdss.sequences import split
 from rdss.workload import Workload
@@ -82,28 +87,43 @@ def run(
     analytics: bool = True,
     console: Console | None = None,
     endpoint: Endpoint | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
-    console = console or Console()
+    """The demo, end to end; its report. With ``keep`` (a state directory) the deployment stays
+    when it ends: on the embedded emulator journalled there, for ``rdss local up --env demo`` to
+    serve again (archives, channels, tables and all); on an endpoint someone else runs, left in
+    place instead of deleted.
+
+    Raises:
+        FileNotFoundError: ``messages_dir`` holds no file.
+        rdss.local.state.StateError: ``keep`` is in use by a running runtime, or unusable.
+    """
+    console = console or Console(emoji=False)
     started = time.monotonic()
     console.rule("[bold]RDSS messaging: the whole system on this machine")
     owned = endpoint is None
+    state = None
+    if owned and keep is not None and not os.environ.get("AWS_ENDPOINT_URL"):
+        endpoint, state = _journalled(keep)
     endpoint = endpoint or connect()
     where = "embedded moto server" if endpoint.embedded else "AWS_ENDPOINT_URL"
-    console.print(f"AWS: {where} at [cyan]{endpoint.url}[/]")
+    console.print(line(f"AWS: {where} at ", (str(endpoint.url), "cyan")))
     runtime: Runtime | None = None
     try:
-        settings = Settings(environment=f"demo{uuid.uuid4().hex[:6]}", firehose_buffer_seconds=2.0)
-        runtime = Runtime(endpoint, settings)
+        environment = KEPT_DEMO_ENVIRONMENT if state is not None else f"demo{uuid.uuid4().hex[:6]}"
+        settings = Settings(environment=environment, firehose_buffer_seconds=2.0)
+        positions = Positions(state) if state is not None else None
+        runtime = Runtime(endpoint, settings, positions=positions)
         with console.status("provisioning streams, tables and buckets from the topology..."):
             runtime.provision()
         items = file_inputs(messages_dir) if messages_dir else builtin_inputs()
         source = f"{messages_dir}" if messages_dir else "the built-in workload"
         payloads = [p for _, records in items for p in records]
         published = runtime.publish(payloads)
-        console.print(f"published {len(items)} input(s), {len(payloads)} record(s) from {escape(source)}")
+        console.print(line(f"published {len(items)} input(s), {len(payloads)} record(s) from {source}"))
         for record in published:
             if record.refused is not None:
-                console.print(f"[red]refused by the stream[/]: {escape(f'{record.refused[0]} {record.refused[1]}')}")
+                console.print(line(("refused by the stream", "red"), f": {record.refused[0]} {record.refused[1]}"))
         inputs, cursor = [], 0
         for name, records in items:
             inputs.append(Input(name, published[cursor : cursor + len(records)]))
@@ -111,7 +131,8 @@ def run(
         with console.status("broker, sequencer, sweep and Firehose at work..."):
             runtime.drain()
         result = account(runtime, inputs)
-        traced = _trace_one(runtime, result)
+        kept = _kept(runtime, keep, state is not None)
+        traced = _trace_one(runtime, result, kept)
         summary: dict[str, Any] = {"skipped": "disabled"} if not analytics else {}
         if analytics:
             with console.status("running the Glue jobs on the archive with local Spark..."):
@@ -124,24 +145,66 @@ def run(
         }
         if traced is not None:
             body["trace"] = traced
+        if kept is not None:
+            body["kept"] = kept
         _render(console, result, body, time.monotonic() - started, messages_dir is None)
         if report is not None:
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
-            console.print(f"report written to [cyan]{report}[/]")
+            console.print(line("report written to ", (str(report), "cyan")))
         return body
     finally:
         if runtime is not None and owned and endpoint.embedded:
-            runtime.stop()  # the embedded server goes, and everything in it
-        elif runtime is not None:  # an endpoint someone else runs (LocalStack, an account) keeps nothing of it
+            runtime.stop()  # the embedded server goes (kept, its state is snapshotted on the way)
+        elif runtime is not None and keep is None:  # an endpoint someone else runs keeps nothing of it
             runtime.deprovision()
+        elif runtime is not None:
+            runtime.stop()
         if owned:
             endpoint.stop()
+        if state is not None:
+            state.close()
 
 
-def _trace_one(runtime: Runtime, result: Accounting) -> dict[str, Any] | None:
+def _journalled(path: Path) -> tuple[Endpoint, StateDirectory]:
+    """The embedded emulator as ``rdss local up`` runs it, its state journalled to ``path``
+    (forgetting what was there: a kept demo replaces the last one)."""
+    from rdss.local.emulator import Emulator
+
+    state = StateDirectory(path, fresh=True)
+    try:
+        emulator = Emulator(state=state)
+        emulator.recover()
+        return emulator.open(), state
+    except BaseException:
+        state.close()
+        raise
+
+
+def _kept(runtime: Runtime, keep: Path | None, journalled: bool) -> dict[str, Any] | None:
+    """What the report says of a kept deployment: where it is, and how to reach it again."""
+    if keep is None:
+        return None
+    if not journalled:
+        return {"url": _url(runtime)}
+    serve = f"rdss local up --env {KEPT_DEMO_ENVIRONMENT}"
+    if keep != default_directory(KEPT_DEMO_ENVIRONMENT):
+        serve += f" --state {shlex.quote(str(keep))}"
+    return {"state": str(keep), "serve": serve}
+
+
+def _url(runtime: Runtime) -> str:
+    """The deployment's gateway URL, on the endpoint the demo ran against."""
+    endpoint = runtime.endpoint
+    return f"kinesis://{runtime.deployment.environment}" + (f"?endpoint={endpoint.url}" if endpoint.url else "")
+
+
+def _trace_one(runtime: Runtime, result: Accounting, kept: dict[str, Any] | None) -> dict[str, Any] | None:
     """``rdss trace`` on one input, the most telling there is: a message some records of which
-    were dropped as duplicates or found invalid, else one moved to invalid, else a sequence."""
+    were dropped as duplicates or found invalid, else one moved to invalid, else a sequence.
+    Its ``command`` is the one that traces it after the demo: on a kept local deployment once
+    ``rdss local up`` serves it again (the running runtime is the default deployment), on an
+    endpoint someone else runs by its URL; a demo not kept leaves nothing to trace."""
     from rdss.trace import Tracer
 
     by_id: dict[str, set[str]] = {}
@@ -168,13 +231,11 @@ def _trace_one(runtime: Runtime, result: Accounting) -> dict[str, Any] | None:
         s3=endpoint.client("s3"),
     )
     timeline = tracer.trace(chosen.message_id)
-    url = f"kinesis://{runtime.deployment.environment}" + (f"?endpoint={endpoint.url}" if endpoint.url else "")
-    return {
-        "input": chosen.name,
-        "command": f"rdss trace {chosen.message_id} --url '{url}'",
-        "lines": timeline.lines(),
-        "timeline": timeline.as_dict(),
-    }
+    traced: dict[str, Any] = {"input": chosen.name, "lines": timeline.lines(), "timeline": timeline.as_dict()}
+    if kept is not None:
+        command = f"rdss trace {chosen.message_id}"
+        traced["command"] = command + (f" --url {shlex.quote(kept['url'])}" if "url" in kept else "")
+    return traced
 
 
 def _audit(result: Accounting, published: int) -> dict[str, Any]:
@@ -210,12 +271,12 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     shown = [a for a in result.inputs if not (builtin and a.name.startswith("bulk-"))]
     for item in shown:
         colour = colours.get(item.outcome, "magenta")
-        table.add_row(  # file names and codes as they are: no markup of theirs is interpreted
-            escape(item.name),
+        table.add_row(  # file names and codes as written: no markup of theirs is read, no escape of theirs sent
+            line(item.name),
             str(item.records),
-            f"[{colour}]{item.outcome}[/]",
-            ", ".join(item.channels),
-            escape(item.error_code or ""),
+            line((item.outcome, colour)),
+            line(", ".join(item.channels)),
+            line(item.error_code or ""),
         )
     hidden = len(result.inputs) - len(shown)
     if hidden:
@@ -244,20 +305,39 @@ def _render(console: Console, result: Accounting, body: dict[str, Any], seconds:
     )
     if "trace" in body:
         trace = body["trace"]
-        console.print(
-            f"[bold]Where one message went[/] ({escape(trace['input'])}): [cyan]{escape(trace['command'])}[/]"
-        )
+        console.print(line(("Where one message went", "bold"), f" ({trace['input']}), as rdss trace shows it:"))
         timeline: list[str] = trace["lines"]
         if len(timeline) > 24:
             more = f"... {len(timeline) - 20} more (the report has them all)"
             timeline = [*timeline[:18], more, *timeline[-2:]]
-        for line in timeline:
-            console.print(f"  {line}", markup=False, highlight=False)
+        for said in timeline:
+            console.print(line(f"  {said}"), highlight=False)
     analytics = body["analytics"]
     if "skipped" in analytics:
-        console.print(f"[bold]Analytics[/]: skipped ({analytics['skipped']})")
+        console.print(line(("Analytics", "bold"), f": skipped ({analytics['skipped']})"))
     else:
         _render_analytics(console, analytics)
+    kept = body.get("kept")
+    traced = body.get("trace", {})
+    command: list[str | tuple[str, str]] = [", e.g. ", (traced["command"], "cyan")] if "command" in traced else []
+    if kept is None:
+        console.print(
+            "Nothing is left behind: with --keep the deployment stays, for rdss trace (and any command) after."
+        )
+    elif "serve" in kept:
+        console.print(
+            line(
+                ("Kept", "bold"),
+                " in ",
+                (kept["state"], "cyan"),
+                ": ",
+                (kept["serve"], "cyan"),
+                " serves it again (its channels, tables and archives), and while it runs every command reaches it",
+                *command,
+            )
+        )
+    else:
+        console.print(line(("Kept", "bold"), " on the endpoint as ", (kept["url"], "cyan"), *command))
     console.rule(f"[bold green]done in {seconds:.0f} s")
 
 
@@ -274,13 +354,13 @@ def _render_analytics(console: Console, analytics: dict[str, Any]) -> None:
     volume.add_column("messageType")
     volume.add_column("messages", justify="right")
     for name, count in sorted(analytics.get("volume", {}).get("messageType", {}).items()):
-        volume.add_row(name, f"{count:,}")
+        volume.add_row(line(name), f"{count:,}")
     errors = Table(title="Invalid and error rates")
     for column in ("channel", "errorCode", "records", "rate"):
         errors.add_column(column, justify="right" if column in ("records", "rate") else "left")
     for channel, codes in sorted(analytics.get("errors", {}).items()):
         for code, figures in sorted(codes.items()):
-            errors.add_row(channel, code, str(figures.get("records")), _percent(figures.get("rate")))
+            errors.add_row(line(channel), line(code), str(figures.get("records")), _percent(figures.get("rate")))
     latency = analytics.get("latencySeconds", {})
     console.print(volume, errors)
     console.print(

@@ -27,7 +27,7 @@ import orjson
 
 from rdss.local.emulator import Endpoint
 from rdss.topology import RDSS, Deployment
-from rdss.vendors import Arns, VendorAccess, output_key, role_name, trust_statement
+from rdss.vendors import Arns, VendorAccess, check_vendor_name, output_key, role_name, trust_statement
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,10 @@ def parse_vendor(spec: str) -> tuple[str, LocalVendor]:
         raise ValueError(f"{spec!r}: {', '.join(unknown)}: not a routed channel ({', '.join(routed)})")
     if not name or not (produces or consumes):
         raise ValueError(f"{spec!r}: a vendor needs a name and produces and/or consumes=CHANNEL,...")
+    try:
+        check_vendor_name(name)
+    except ValueError as error:
+        raise ValueError(f"{spec!r}: {error}") from None
     return name, LocalVendor(produces, consumes)
 
 

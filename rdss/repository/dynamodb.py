@@ -34,13 +34,21 @@ from rdss.repository.entries import (
     application_prefix,
     new_ledger_key,
 )
-from rdss.retry import Backoff
 
 _MAX_TRANSACTION = 100
 _MAX_BATCH_GET = 100
 _CLAIM_ATTEMPTS = 4
-#: Throttled or conflicting writes: 50 ms doubling, jittered (several shards' batches collide).
-_BACKOFF = Backoff(max_retries=_CLAIM_ATTEMPTS + 2, base=0.025, jitter=True)
+
+
+def _delay(attempt: int) -> float:
+    """The pause before retry ``attempt`` of a throttled or conflicting write: 50 ms doubling,
+    jittered (several shards' batches collide) - :mod:`rdss.retry`'s backoff, loaded by the first
+    retry rather than at a cold import."""
+    from rdss.retry import Backoff
+
+    return Backoff(max_retries=_CLAIM_ATTEMPTS + 2, base=0.025, jitter=True).delay(attempt)
+
+
 _THROTTLING = frozenset(
     {
         "ThrottlingError",
@@ -142,7 +150,7 @@ class LocalDataRepository:
                 code = error.response.get("Error", {}).get("Code", "")
                 if code != "TransactionCanceledException" or not reasons:
                     if code in _THROTTLING or code.startswith("Throttl"):
-                        self.sleep(_BACKOFF.delay(attempt + 1))
+                        self.sleep(_delay(attempt + 1))
                         continue
                     raise
                 retry: list[Claim] = []
@@ -162,10 +170,10 @@ class LocalDataRepository:
                         retry.append(claim)
                 pending = retry
                 if throttled:
-                    self.sleep(_BACKOFF.delay(attempt + 1))
+                    self.sleep(_delay(attempt + 1))
                 continue
             except BotoCoreError:
-                self.sleep(_BACKOFF.delay(attempt + 1))
+                self.sleep(_delay(attempt + 1))
                 continue
             for claim in pending:
                 claim.outcome = ClaimOutcome.CLAIMED
@@ -237,7 +245,7 @@ class LocalDataRepository:
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break
-                self.sleep(_BACKOFF.delay(attempt + 1))
+                self.sleep(_delay(attempt + 1))
         return found
 
     def put(self, key: str, attributes: dict[str, Any]) -> None:
@@ -283,7 +291,7 @@ class LocalDataRepository:
                 except BotoCoreError:
                     if attempt == _CLAIM_ATTEMPTS - 1:
                         raise
-                self.sleep(_BACKOFF.delay(attempt + 1))
+                self.sleep(_delay(attempt + 1))
 
 
 def create_table(client: Any, table: str, *, key: str = KEY_ATTRIBUTE) -> None:

@@ -42,9 +42,7 @@ from rdss.observability import Tally, emit_counts, logger, tracer
 from rdss.processor import Processor
 from rdss.repository.entries import record_id
 from rdss.sequencer.store import COMPLETE, EXPIRED, PENDING, SequenceStore
-from rdss.sequences import SequenceError, conflict, join, same_part, total_conflict
 from rdss.topology import Resolved
-from rdss.validation import validate, validate_message
 
 
 @dataclass(eq=False)
@@ -124,6 +122,10 @@ class Sequencer(Processor):
         emit_counts(self.processor, tally)
 
     def _take(self, part: _Part, tally: Tally) -> None:
+        # with the first part, not at a cold import
+        from rdss.sequences import conflict, same_part, total_conflict
+        from rdss.validation import validate
+
         verdict = validate(part.payload, check_expiry=False, size_limit=None)
         if not verdict.valid or not verdict.is_part or verdict.message is None:
             # never the broker's output: whatever was put on the channel, it is moved with its code
@@ -205,6 +207,9 @@ class Sequencer(Processor):
 
     def _release(self, last: _Part, positions: frozenset[int], tally: Tally) -> None:
         """All parts are in: validate the whole and send every part where it belongs."""
+        from rdss.sequences import SequenceError, join  # with the first complete sequence, not at a cold import
+        from rdss.validation import validate_message
+
         staged = self.store.load(last.sequence, positions)
         parts = [orjson.loads(staged[p]) for p in sorted(staged)]
         headers = {p: part["messageHeader"] for p, part in zip(sorted(staged), parts, strict=True)}

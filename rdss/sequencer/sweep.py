@@ -9,21 +9,23 @@ nothing is dropped.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from rdss.errors import ErrorCode
 from rdss.logfields import message_fields
 from rdss.observability import Tally, emit_counts, logger
-from rdss.putrecords import MAX_RECORD_DATA, PutRecordsBatcher, Record
-from rdss.rejection import Rejector, S3ClaimChecks
 from rdss.sequencer.store import EXPIRED, TIMED_OUT, SequenceStore
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, stale
 from rdss.topology import Resolved, from_environment
+
+if TYPE_CHECKING:
+    from rdss.putrecords import PutRecordsBatcher
+    from rdss.rejection import Rejector
 
 
 class Sweep:
@@ -36,23 +38,40 @@ class Sweep:
         dynamodb: Any,
         s3: Any,
         kinesis: Any,
-        timeout_seconds: float = SEQUENCE_TIMEOUT_SECONDS,
+        timeout_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``timeout_seconds``: how long an incomplete sequence waits (default
+        :data:`rdss.sequences.SEQUENCE_TIMEOUT_SECONDS`)."""
         self.names = names
         self.store = SequenceStore(
             dynamodb=dynamodb, s3=s3, table=names.table("sequences"), bucket=names.bucket("staging"), clock=clock
         )
-        self.batcher = PutRecordsBatcher(kinesis)
-        self.rejector = Rejector(MAX_RECORD_DATA, S3ClaimChecks(s3, names.bucket("errors")))
-        self.timeout = timeout_seconds
+        self.kinesis, self.s3 = kinesis, s3
+        self.timeout = timeout_seconds if timeout_seconds is not None else _default_timeout()
         self.clock = clock
+
+    # What a sweep moves a sequence with, made by the first sweep that moves one: the Lambda's
+    # cold import need not load the batched PutRecords and the reject path for a schedule that
+    # mostly finds nothing to move.
+    @functools.cached_property
+    def batcher(self) -> PutRecordsBatcher:
+        from rdss.putrecords import PutRecordsBatcher
+
+        return PutRecordsBatcher(self.kinesis)
+
+    @functools.cached_property
+    def rejector(self) -> Rejector:
+        from rdss.putrecords import MAX_RECORD_DATA
+        from rdss.rejection import Rejector, S3ClaimChecks
+
+        return Rejector(MAX_RECORD_DATA, S3ClaimChecks(self.s3, self.names.bucket("errors")))
 
     @classmethod
     def from_environment(cls) -> Sweep:
         from rdss.aws import lazy_client
 
-        timeout = float(os.environ.get("RDSS_SEQUENCE_TIMEOUT_SECONDS", SEQUENCE_TIMEOUT_SECONDS))
+        timeout = float(os.environ.get("RDSS_SEQUENCE_TIMEOUT_SECONDS") or _default_timeout())
         # made when first used, not at import: see rdss.aws.LazyClient
         return cls(
             names=from_environment(),
@@ -64,6 +83,9 @@ class Sweep:
 
     def run(self) -> dict[str, Any]:
         """One sweep; returns what it moved (also logged and counted)."""
+        from rdss.putrecords import Record
+        from rdss.sequences import stale
+
         now = self.clock()
         tally = Tally()
         moved: list[str] = []
@@ -109,3 +131,9 @@ class Sweep:
         emit_counts(self.processor, tally)
         logger.info("sweep done", extra={"moved": moved})
         return {"moved": moved, "count": len(moved)}
+
+
+def _default_timeout() -> float:
+    from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS  # (the module loads when a sweep first runs)
+
+    return SEQUENCE_TIMEOUT_SECONDS

@@ -8,18 +8,12 @@ hard-linking per function, not a download.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk  # jsii starts the pinned Node (tests/conftest.py: stacks.node)
 import pytest
-
-# jsii starts a Node process on the first aws_cdk import; this machine's Node 20 makes it warn.
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
-import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
 from stacks.app import build

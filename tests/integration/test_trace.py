@@ -19,6 +19,7 @@ from rdss.gateway import Gateway, Receipt, Received, Rejected
 from rdss.gateway.backend import state_directory
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
+from rdss.messages import reply
 from rdss.repository.sqlite import SqliteRepository
 from rdss.workload import Workload
 
@@ -35,6 +36,8 @@ class Sent:
     sequence: Receipt
     refused: str
     mangled: str
+    request: str
+    answer: str
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +56,16 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
         broken = copy.deepcopy(invalid)
         del broken["messageBody"]["objectTitle"]
         refused = workload.message("MetadataCreate", "Event")
+        request = workload.message("MetadataRead", "Command")
+        answer = reply(request, workload.message("MetadataRead", "Document")["messageBody"])
         with Gateway(url, application="producer") as producer:
             producer.send(routed, channel="metadata")
             producer.send(duplicate)
             producer.send(duplicate)  # at least once: the same message again
             receipt = producer.send(workload.large(2_100_000))
             producer.send(refused)
+            producer.send(request)
+            producer.send(answer)  # a repository answering it: routed to the request's returnAddress
         mangled = workload.message("MetadataCreate", "Event")  # header members of the wrong kinds
         mangled["messageHeader"] |= {"messageSequence": ["not", "an", "object"], "messageTimings": "yesterday"}
         runtime.publish([orjson.dumps(broken), orjson.dumps(mangled)])  # a producer that skipped the classifier
@@ -82,6 +89,8 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
             receipt,
             refused["messageHeader"]["messageId"],
             mangled["messageHeader"]["messageId"],
+            request["messageHeader"]["messageId"],
+            answer["messageHeader"]["messageId"],
         )
     finally:
         os.environ.clear()
@@ -140,6 +149,19 @@ def test_gateway_entries_come_from_the_application_s_own_store(sent: Sent, capsy
     assert "no such file" in capsys.readouterr().err
     assert main(["trace", sent.routed, "--url", sent.url, "--ldr", store]) == 2
     assert "--application" in capsys.readouterr().err
+
+
+def test_a_request_shows_the_reply_that_answered_it(sent: Sent, capsys):
+    found = trace_json(sent, capsys, sent.request)
+    [record] = found["records"]
+    assert record["outcome"] == "routed"
+    assert [(r["messageId"], r["channel"]) for r in found["replies"]] == [(sent.answer, "responses")]
+    code, out = trace(sent, capsys, sent.request)
+    assert code == 0
+    assert f"answered by MetadataRead Document {sent.answer} on responses" in out
+    assert out.splitlines()[-1].endswith(f"; answered by {sent.answer} on responses")
+    # the reply's own trace is the reply's: no request of its own to answer
+    assert trace_json(sent, capsys, sent.answer)["replies"] == []
 
 
 def test_a_duplicate(sent: Sent, capsys):

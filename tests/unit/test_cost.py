@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -13,7 +14,7 @@ import orjson
 import pytest
 
 from rdss.bench import broker as broker_bench
-from rdss.bench import cost, cost_peers
+from rdss.bench import cost, cost_peers, cost_rules, prices
 from rdss.bench.cost_measure import item_bytes, measure
 from rdss.bench.prices import PRICES
 from rdss.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
@@ -288,3 +289,32 @@ def test_the_shipped_figures_are_what_the_project_measures() -> None:
     assert math.isclose(
         orjson.loads(orjson.dumps(fresh.as_dict()))["archive_gzip_bytes"]["100"], fresh.archive_gzip_bytes[100]
     )
+
+
+def _cost_sections() -> str:
+    """docs/operators.md from "What the archive costs" to the end of "What it costs"."""
+    text = (Path(__file__).parents[2] / "docs" / "operators.md").read_text()
+    return text[text.index("### What the archive costs") : text.index("## Where did it go")]
+
+
+def test_every_price_is_of_one_date_and_the_docs_and_the_bill_say_it(capsys) -> None:
+    assert {price.as_of for price in PRICES.values()} == {prices.AS_OF}
+    stated = date.fromisoformat(prices.AS_OF)
+    said = f"{stated.day} {stated:%B %Y}"
+    docs = _cost_sections()
+    dates = re.findall(
+        r"\b(?:\d{1,2} )?(?:January|February|March|April|May|June|July|August|September|October|"
+        r"November|December) 20\d\d\b",
+        docs,
+    )
+    assert dates == [said], dates  # the prices' one date, said once, and no other
+    assert main(["bench", "cost", "--env", "dev", "--rate", "1"]) == 0
+    assert f"list prices as of {prices.AS_OF}" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_every_latency_the_model_assumes_is_one_percentile_and_the_docs_say_which() -> None:
+    docs = _cost_sections()
+    assert {int(ms) for ms in re.findall(r"\b(\d+) ms\b", docs)} == {round(cost_rules.CALL_SECONDS * 1000)}
+    assert cost_rules.LATENCY_PERCENTILE == "p50"
+    assert "median (p50)" in docs
+    assert not re.search(r"\bp(?!50\b)\d\d\b", docs), re.findall(r"\bp\d\d\b", docs)

@@ -3,6 +3,8 @@ one clear line per error."""
 
 from __future__ import annotations
 
+import io
+import re
 import threading
 import uuid
 from pathlib import Path
@@ -10,11 +12,14 @@ from unittest.mock import ANY
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rdss import history
 from rdss.cli import main
 from rdss.gateway import Gateway, select
 from rdss.gateway import memory as memory_backend
+from rdss.inputs import ndjson
 from rdss.messages import reply
 from rdss.sequences import sequence_id
 from rdss.workload import Workload
@@ -50,7 +55,12 @@ def test_send_prints_one_line_per_message_and_the_url_comes_from_the_environment
     assert lines[0].startswith(f"{create}: sent ")
     assert lines[0].endswith(" to metadata")
     whole = orjson.loads(big.read_bytes())["messageHeader"]["messageId"]
-    assert lines[1].endswith(f"sent {whole} to metadata as 2 parts (sequence {sequence_id(whole)})")
+    sequence = sequence_id(whole)
+    first = memory_backend.bus(url.split("//")[1]).payloads("metadata")[1]
+    assert lines[1].endswith(
+        f"sent {whole} to metadata as 2 parts (sequence {sequence}; consumers receive it whole as message "
+        f"{orjson.loads(first)['messageHeader']['messageId']} of sequence {sequence})"
+    )
     bus = memory_backend.bus(url.split("//")[1])
     sent = bus.payloads("metadata")[0]
     assert history.extends(create.read_bytes(), sent)  # byte for byte, plus the gateway's hop
@@ -169,3 +179,92 @@ def test_a_request_timeout_is_one_line_and_exit_1(url, capsys, tmp_path):
     )
     assert (code, out) == (1, "")
     assert err.strip() == f"rdss request: no reply to {read['messageHeader']['messageId']} on responses within 0.2 s"
+
+
+def test_send_of_ndjson_sends_each_message_named_by_its_line(url, capsys, tmp_path, monkeypatch):
+    workload = Workload(5)
+    messages = [workload.message("MetadataCreate", "Event") for _ in range(3)]
+    lines = [orjson.dumps(m) for m in messages]
+    ndjson = tmp_path / "kept.ndjson"
+    ndjson.write_bytes(lines[0] + b"\n" + lines[1] + b"\r\n\n" + lines[2] + b"\n")  # as tail prints, a blank line
+    code, out, err = run(capsys, "send", str(ndjson))
+    assert (code, err) == (0, "")
+    ids = [m["messageHeader"]["messageId"] for m in messages]
+    assert out.splitlines() == [
+        f"{ndjson}:1: sent {ids[0]} to input",
+        f"{ndjson}:2: sent {ids[1]} to input",
+        f"{ndjson}:4: sent {ids[2]} to input",
+    ]
+    sent = memory_backend.bus(url.split("//")[1]).payloads("input")
+    assert [orjson.loads(p)["messageHeader"]["messageId"] for p in sent] == ids
+    assert all(history.extends(line, payload) for line, payload in zip(lines, sent, strict=True))
+    # from standard input too: rdss tail ... | rdss send -
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\n".join(lines))))
+    code, out, _ = run(capsys, "send", "-", "--to", "metadata")
+    assert (code, len(out.splitlines())) == (0, 3)
+    assert out.splitlines()[2].startswith("-:3: sent ")
+
+
+def test_ndjson_with_a_bad_line_sends_nothing_and_names_the_line(url, capsys, tmp_path):
+    good = orjson.dumps(Workload(6).message("MetadataCreate", "Event"))
+    ndjson = tmp_path / "mixed.ndjson"
+    ndjson.write_bytes(good + b"\n" + b'{"messageHeader": 7}\n' + good[:-5] + b"\n")
+    code, out, err = run(capsys, "send", str(ndjson))
+    assert (code, out) == (1, "")
+    assert f"{ndjson}:2: GENERR004 " in err
+    assert f"{ndjson}:3: GENERR007 " in err
+    assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
+
+
+def test_an_array_of_messages_is_refused_with_a_hint(url, capsys, tmp_path):
+    array = tmp_path / "messages.json"
+    array.write_bytes(orjson.dumps([Workload(7).message("MetadataCreate", "Event")]))
+    code, _, err = run(capsys, "send", str(array))
+    assert code == 1
+    [line] = [line for line in err.splitlines() if line.startswith(str(array))]
+    assert line.endswith(
+        "(a JSON array: rdss send takes one message a file, or newline-delimited JSON, a message "
+        "a line: jq -c '.[]' FILE > FILE.ndjson)"
+    )
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.dictionaries(st.text(max_size=4), json_values, max_size=3), min_size=2, max_size=5), json_values)
+def test_ndjson_is_a_json_object_a_line_and_one_value_is_one_message(objects, value):
+    data = b"\n".join(orjson.dumps(o) for o in objects)
+    assert ndjson(data) == [(n, orjson.dumps(o)) for n, o in enumerate(objects, 1)]
+    assert ndjson(orjson.dumps(value, option=orjson.OPT_INDENT_2)) is None  # one value, however it is laid out
+    assert ndjson(orjson.dumps(objects)) is None  # an array: the caller's to refuse, with its hint
+
+
+def test_a_large_send_and_join_say_what_consumers_receive(url, capsys, tmp_path):
+    """What ``rdss send`` prints of a large message, and what ``rdss join`` prints of its parts, is
+    what a consumer receives: the whole under part 1's messageId, with the sequence's id."""
+    big = write(tmp_path, "big.json", Workload(3).large(1_500_000))
+    code, out, _ = run(capsys, "send", str(big), "--to", "metadata")
+    assert code == 0
+    said = re.search(r"consumers receive it whole as message (\S+) of sequence (\S+)\)$", out.strip())
+    assert said, out
+    received = []
+    with Gateway(url, application="reader") as reader:
+        reader.listen("metadata", lambda r: received.append(r.message), idle_timeout=0.5, poll_interval=0.01)
+    [whole] = received
+    header = whole["messageHeader"]
+    assert (header["messageId"], header["messageSequence"]["sequence"]) == said.groups()
+    code, _, _ = run(capsys, "split", str(big), "--out", str(tmp_path / "parts"))
+    assert code == 0
+    code, joined, _ = run(capsys, "join", *map(str, sorted((tmp_path / "parts").iterdir())))
+    assert code == 0
+    joined_header = orjson.loads(joined)["messageHeader"]
+    assert (joined_header["messageId"], joined_header["messageSequence"]["sequence"]) == said.groups()
+    for command in ("join", "send", "split"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "sequence" in capsys.readouterr().out

@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from stacks.node import project_node
 from tests.support.localstack.install import HOME, RUNTIMES, VENV, LocalStackUnavailable, filesystem_root
 
 #: What the tests and the deployed stack use; ssm holds what a CDK bootstrap records.
@@ -153,6 +154,9 @@ class LocalStack:
         }
         if not docker_available():
             env |= {"LAMBDA_RUNTIME_EXECUTOR": "rdss-process", "RDSS_LAMBDA_RUNTIMES": str(RUNTIMES)}
+            node = project_node()
+            if node is not None:  # the functions' Node: the project's pinned 22, as aws-lambda-ric requires
+                env["RDSS_LAMBDA_NODE"] = str(node)
         return env
 
     def start(self, timeout: float = 180.0) -> None:

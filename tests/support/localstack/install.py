@@ -23,8 +23,8 @@ Lambda runtime               here                                from
 ===========================  ==================================  =================================
 python3.12                   pyenv's 3.12, venv ``runtimes/``    PyPI: awslambdaric, the runtime's
                                                                  boto3 (runtimes/python3.12.txt)
-nodejs*.x                    the machine's Node (20)             npm: aws-lambda-ric, the SDK v3
-                                                                 S3 client (runtimes/nodejs)
+nodejs*.x                    the project's Node 22 (package.json, npm: aws-lambda-ric, the SDK v3
+                             stacks/node.py; make node)          S3 client (runtimes/nodejs)
 ===========================  ==================================  =================================
 
 Where each piece goes is asked of LocalStack's own package registry (its installers' install

@@ -66,11 +66,12 @@ def runtime_command(runtime: str, handler: str) -> tuple[list[str], dict[str, st
     if runtime.startswith("nodejs"):
         node_modules = root / "nodejs" / "node_modules"
         ric = node_modules / "aws-lambda-ric" / "index.mjs"
-        node = shutil.which("node")
-        if node is None or not ric.exists():
+        node = os.environ.get("RDSS_LAMBDA_NODE") or shutil.which("node")
+        if not node or not ric.exists():
             raise LambdaRuntimeException(f"no {runtime} runtime (node and {ric}): run `make localstack`")
-        # the machine's Node stands in for every nodejs runtime; the SDK v3 clients the Node
-        # runtimes include are found on NODE_PATH, as Lambda's /var/runtime/node_modules are
+        # the project's Node 22 (stacks/node.py; else the machine's) stands in for every nodejs
+        # runtime; the SDK v3 clients the Node runtimes include are found on NODE_PATH, as
+        # Lambda's /var/runtime/node_modules are
         return [node, str(ric)], {
             "AWS_EXECUTION_ENV": f"AWS_Lambda_{runtime}",
             "NODE_PATH": str(node_modules),
