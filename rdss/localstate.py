@@ -14,7 +14,7 @@ nothing needs the ``AWS_*`` exports ``local up`` prints:
   endpoint (:mod:`rdss.aws` asks), whichever URL named it.
 
 A file is read only when it is this user's, in a directory only this user can write
-(:mod:`rdss.local.files`), and counts only while its runtime runs: its process alive and its state
+(:mod:`rdss.safefiles`), and counts only while its runtime runs: its process alive and its state
 directory locked. One whose runtime is gone (a SIGKILL leaves it) is stale: ignored, and removed.
 """
 
@@ -97,7 +97,7 @@ def write(state: LocalState) -> Path:
     Raises:
         OSError: the directory cannot be made or written, or is not safe (another user's).
     """
-    from rdss.local.files import Directory, UnsafeFile
+    from rdss.safefiles import Directory, UnsafeFile
 
     folder = directory()
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +153,7 @@ def record(endpoint: Any, deployment: Any, state: Path | None = None) -> Path | 
 
 def running() -> list[LocalState]:
     """Every running local runtime of this user's, the one started last first."""
-    from rdss.local.files import Directory, UnsafeFile
+    from rdss.safefiles import Directory, UnsafeFile
 
     try:
         files = Directory(directory())
@@ -253,7 +253,7 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 def _load(files: Any, name: str) -> LocalState | None:
     """A file's contents; None when unreadable, not this user's, or not a state file."""
-    from rdss.local.files import UnsafeFile
+    from rdss.safefiles import UnsafeFile
 
     try:
         data = json.loads(files.read(name, _MAX_BYTES) or b"")

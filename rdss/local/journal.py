@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from rdss.local.files import Directory
+from rdss.safefiles import Directory
 
 MAGIC = b"\xabRJ2"
 _HEADER = struct.Struct(">4sQII")  # magic, index, meta length, body length
