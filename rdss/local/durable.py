@@ -192,8 +192,12 @@ class DurableApp:
                     entry.status,
                 )
             self._index = entry.index
-        self._journal = Journal(files, end=found.end, last=self._index)
-        self._journal.entries = found.entries
+        # every request the journal holds is in the snapshot (a crash came between writing it and
+        # cutting the journal, or the journal was cut short below it): finish that cut, so the next
+        # request follows the snapshot's last one in an empty journal, not a gap after stale ones
+        end = found.end if (found.last or 0) > covered else 0
+        self._journal = Journal(files, end=end, last=self._index)
+        self._journal.entries = found.entries if end else 0
         if found.torn:  # a crash mid-write: that request was never answered
             _log.info("cut %d bytes of an unfinished request from the end of the journal", found.torn)
         threading.Thread(target=self._compactor, name="rdss-local-compactor", daemon=True).start()

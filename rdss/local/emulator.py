@@ -348,6 +348,10 @@ def _create_stream(kinesis: Any, name: str, shards: int, timeout: float = 120) -
         try:
             kinesis.create_stream(StreamName=name, ShardCount=shards)
             return
+        except kinesis.exceptions.ResourceInUseException:
+            # there already: made since the listing, or by this very call when its first answer
+            # was lost and botocore asked again (seen on a loaded machine) - provisioning is idempotent
+            return
         except kinesis.exceptions.LimitExceededException:
             if time.monotonic() > deadline:
                 raise
