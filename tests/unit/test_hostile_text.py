@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
@@ -194,6 +194,7 @@ def test_a_name_that_is_not_utf8_shows_its_bytes():
 
 #: IAM's rule for a role's name, and CloudFormation's for a logical ID or an output key.
 IAM_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}\Z", re.ASCII)
+IAM_POLICY_NAME = re.compile(r"[\w+=,.@-]{1,128}\Z", re.ASCII)  # a managed policy's name: 128
 CLOUDFORMATION_ID = re.compile(r"[A-Za-z0-9]{1,255}\Z")
 
 plausible_names = st.from_regex(r"[a-z][a-z0-9-]{0,40}", fullmatch=True)
@@ -201,6 +202,7 @@ plausible_names = st.from_regex(r"[a-z][a-z0-9-]{0,40}", fullmatch=True)
 
 @PROPERTY
 @given(st.one_of(hostile, plausible_names), st.sampled_from(["local", "prod", "abcdefghijklmnopqrstuvwxyz012345"]))
+@example(name="a000000000000", environment="abcdefghijklmnopqrstuvwxyz012345")  # a 64-character role
 def test_a_vendor_name_is_one_iam_and_cloudformation_accept(name, environment):
     deployment = Deployment(environment)
     try:
@@ -209,7 +211,7 @@ def test_a_vendor_name_is_one_iam_and_cloudformation_accept(name, environment):
         clean(str(error), "the rule")
         return
     assert IAM_ROLE_NAME.match(role_name(deployment, name)), name
-    assert IAM_ROLE_NAME.match(f"{role_name(deployment, name)}-access"[:128]), name  # its managed policy
+    assert IAM_POLICY_NAME.match(f"{role_name(deployment, name)}-access"), name  # its managed policy
     for what in ("Role", "Policy", "RoleArn", "ExternalId", "InputStreamArn"):
         assert CLOUDFORMATION_ID.match(output_key(name, what)), name
     assert "/" not in name

@@ -47,13 +47,16 @@ def run_trail(tokens: list[str], window: int, resumed: bool) -> tuple[int | None
 )
 @example(tail=0, length=1, window=WINDOW, resumed=True)  # the very token the request carried
 @example(tail=1, length=1, window=WINDOW, resumed=False)
+@example(tail=16, length=2, window=1, resumed=False)  # entered just past page 16: caught at page 32
 def test_a_cycle_of_any_length_is_caught_in_bounded_memory(tail, length, window, resumed):
-    # the tokens as handed out: `tail` of them, then a cycle of `length` repeating
-    tokens = [f"tail-{n}" for n in range(tail)] + [f"cycle-{n}" for n in range(length)] * 6
-    again, trail = run_trail(tokens, window, resumed)
-    assert again is not None
     pages_before = tail if resumed else tail + 1  # the page number of the cycle's first token
     bound = 2 * max(pages_before, 1) + length
+    # the tokens as handed out: `tail` of them, then a cycle of `length` repeating past the bound
+    # (a cycle entered after a milestone page is caught at the next one: enough turns to get there)
+    turns = bound // length + 2
+    tokens = [f"tail-{n}" for n in range(tail)] + [f"cycle-{n}" for n in range(length)] * turns
+    again, trail = run_trail(tokens, window, resumed)
+    assert again is not None
     assert again <= bound
     if length <= window:  # within the window: caught the first time it comes back
         assert again == pages_before + length
