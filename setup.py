@@ -6,13 +6,13 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-#: source tree -> where an installed package finds it (rdss.schemas, rdss.resources)
+#: source tree -> where an installed package finds it (rdss.model.schemas, rdss.host.resources)
 PACKAGE_DATA = {
     "schemas": "_schemas",
     # the example messages: rdss tour, rdss local demo's workload
     "examples/messages": "_examples",
     # the Glue jobs and their Java sources (the jar is built on first use against the installed
-    # pyspark: rdss.resources), for rdss local demo, rdss analytics and rdss bench glue
+    # pyspark: rdss.host.resources), for rdss local demo, rdss analytics and rdss bench glue
     "glue_jobs": "_glue_jobs",
 }
 

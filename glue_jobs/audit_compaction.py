@@ -2,7 +2,7 @@
 
 Input (``--input``): the archive's objects under Hive-style hour prefixes
 (``audit/year=/month=/day=/hour=/<stream>-<version>-<yyyy-MM-dd-HH-mm-ss>-<uuid>.gz``), read
-recursively: gzip members of archive entries (rdss/archive.py), one line each, holding the exact
+recursively: gzip members of archive entries (rdss/archive/entries.py), one line each, holding the exact
 bytes a producer published - so a record may be anything - with its stream, shard and sequence
 number. A record archived twice (Firehose, and an archiver restarted mid-stream, are at least
 once) is read once: of the entries sharing an identity only the first seen counts
@@ -10,7 +10,7 @@ once) is read once: of the entries sharing an identity only the first seen count
 identity, as it always was.
 
 Optionally (``--errors``) the errors archive: the records the broker moved to the invalid and
-error channels, decorated (rdss/decoration.py). With it, records are accounted as the broker
+error channels, decorated (rdss/model/decoration.py). With it, records are accounted as the broker
 decided, record by record (:func:`matched`): a line whose bytes are those of a rejection the
 broker made is a rejection, never a duplicate nor a messageId's curated row, so that producers'
 broken copies of a message (resent under its messageId) no longer count as duplicates of it.
@@ -109,7 +109,7 @@ HEADER_FIELDS = T.StructType(
 )
 #: The SQL function that reads an errors-archive record (glue_jobs/java/rdss/glue/ErrorRecord.java):
 #: its errorCode, and the SHA-256, length and CRC-32 of the payload as it was before decoration
-#: (rdss/decoration.py ``original``); for a Claim Check, the SHA-256 and length it carries.
+#: (rdss/model/decoration.py ``original``); for a Claim Check, the SHA-256 and length it carries.
 ERROR_FUNCTION = "rdss_error_record"
 ERROR_CLASS = "rdss.glue.ErrorRecord"
 ERROR_RECORD_FIELDS = T.StructType(

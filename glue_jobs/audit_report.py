@@ -2,7 +2,7 @@
 
 Input (``--input``): what ``audit_compaction.py`` wrote (``messages/``, ``rejects/``,
 ``duplicates/``). Optionally (``--errors``) the errors archive: objects of archive entries
-(rdss/archive.py, read by the jobs' Java half, each record once) under
+(rdss/archive/entries.py, read by the jobs' Java half, each record once) under
 ``.../invalid/year=/.../`` and ``.../error/year=/.../`` whose records carry ``errorCode`` in
 their messageHeader (decorated in place, or wrapped with the original payload).
 

@@ -59,7 +59,7 @@ LOCAL_SETTINGS: Mapping[str, str] = {
 JAR = Path(__file__).resolve().parent / "lib" / "rdss-glue.jar"
 
 #: The SQL function that reads one archive line as the record it holds
-#: (glue_jobs/java/rdss/glue/ArchiveEntry.java; rdss/archive.py defines the format).
+#: (glue_jobs/java/rdss/glue/ArchiveEntry.java; rdss/archive/entries.py defines the format).
 ENTRY_FUNCTION = "rdss_archive_entry"
 ENTRY_CLASS = "rdss.glue.ArchiveEntry"
 #: What it returns: the entry's identity and details, null for a legacy line (an archive written
@@ -79,7 +79,7 @@ ENTRY_FIELDS = T.StructType(
 IDENTITY = ("stream", "shard", "sequenceNumber")
 
 #: The Hadoop codec archive objects are read with (glue_jobs/java/rdss/glue/ArchiveCodec.java):
-#: as rdss/archive.py reads them, and a damaged object (truncated, bytes after its last gzip
+#: as rdss/archive/entries.py reads them, and a damaged object (truncated, bytes after its last gzip
 #: member that are not gzip) ends with a line saying so instead of failing the run.
 ARCHIVE_CODEC = "rdss.glue.ArchiveCodec"
 #: The configuration key of that line's token, and the token: random per process, so no archived

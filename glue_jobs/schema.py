@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 #: Message types a partition may name; anything else is filed under UNKNOWN_TYPE so that an
 #: arbitrary string from a bad message never becomes an S3 path or breaks partition projection.
-#: The same list as rdss.schemas.MESSAGE_TYPES (this file cannot import rdss in Glue): kept so by
+#: The same list as rdss.model.schemas.MESSAGE_TYPES (this file cannot import rdss in Glue): kept so by
 #: tests/unit/test_package.py.
 MESSAGE_TYPES = (
     "MetadataCreate",
@@ -53,7 +53,7 @@ REJECT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("errorCode", "string"),
 )
 
-#: The raw archives as the archiver writes them: one archive entry per line (rdss/archive.py) -
+#: The raw archives as the archiver writes them: one archive entry per line (rdss/archive/entries.py) -
 #: the record's identity and arrival, and its exact bytes as ``text`` (or ``base64`` when they
 #: are not UTF-8; Athena reads a record's header with json_extract on ``text``). A line of an
 #: archive written before entries is one raw message: its ``messageHeader`` and ``messageBody``
@@ -122,7 +122,7 @@ REJECT_REASONS = (REJECT_NOT_JSON, REJECT_NOT_UTF8, REJECT_NO_MESSAGE_ID, REJECT
 #: is a consumer's, about a message the broker had accepted.
 BROKER_CODES = ("GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR006", "GENERR007", "GENERR010")
 #: The partition key of a consumer's move starts with this, then names its consumer group
-#: (rdss.rejection.MOVED_PREFIX): consumers put their moves on invalid and error themselves, so
+#: (rdss.model.rejection.MOVED_PREFIX): consumers put their moves on invalid and error themselves, so
 #: such a record is no verdict on an input record, whatever its code.
 MOVED_PREFIX = "moved:"
 

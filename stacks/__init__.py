@@ -1,4 +1,4 @@
-"""The RDSS CDK app: per-environment stacks built from the topology (rdss.topology)."""
+"""The RDSS CDK app: per-environment stacks built from the topology (rdss.deployment.topology)."""
 
 from stacks.node import use_project_node
 

@@ -14,7 +14,7 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from rdss.topology import Deployment, Topology
+from rdss.deployment.topology import Deployment, Topology
 from stacks.archives import archive_bucket_of
 from stacks.catalog import Catalog, TableLocation
 from stacks.config import EnvironmentConfig, removal_policy

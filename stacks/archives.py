@@ -1,4 +1,4 @@
-"""Firehose archives: every record of a channel, as an archive entry, in S3 (rdss.archive's layout)."""
+"""Firehose archives: every record of a channel, as an archive entry, in S3 (rdss.archive.entries's layout)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,21 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
-from rdss.topology import Channel, Deployment, Topology
+from rdss.archive.entries import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
+from rdss.deployment.topology import Channel, Deployment, Topology
 from stacks.config import EnvironmentConfig, log_retention, removal_policy
 from stacks.nag import NIST, Acknowledgements, acknowledge
 
 
 def archive_bucket_of(channel: Channel, topology: Topology) -> str:
-    """The bucket a channel is archived to (:meth:`rdss.topology.Topology.archive_bucket`)."""
+    """The bucket a channel is archived to (:meth:`rdss.deployment.topology.Topology.archive_bucket`)."""
     return topology.archive_bucket(channel.name)
 
 
 class ChannelArchive(Construct):
     """A Direct PUT delivery stream from the archiver to one channel's archive prefix.
 
-    The archiver (rdss.archiving) puts gzip members of archive entries with PutRecordBatch;
+    The archiver (rdss.archive) puts gzip members of archive entries with PutRecordBatch;
     the delivery stream concatenates the records it buffered, as they are - no compression of
     its own (they are gzip already) and no delimiter (each member ends its entries with a
     newline) - into objects named ``...gz`` under ``<archive prefix>year=/month=/day=/hour=/``
@@ -74,7 +74,7 @@ class ChannelArchive(Construct):
         self.delivery_stream = firehose.DeliveryStream(
             self,
             "DeliveryStream",
-            # rdss.archive's object names start with the delivery stream's name: the channel's.
+            # rdss.archive.entries's object names start with the delivery stream's name: the channel's.
             delivery_stream_name=self.name,
             destination=destination,
             encryption=firehose.StreamEncryption.customer_managed_key(key),

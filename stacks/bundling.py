@@ -7,7 +7,7 @@ An asset's zip root holds what the Lambda runtime imports:
   (:func:`handler_modules`): not the whole package, so an asset holds no gateway, benchmark or
   local runtime code and is not rebuilt when those change; never compiled extensions (built
   for this machine, not for Lambda's);
-- ``schemas/`` beside ``rdss/``, where :func:`rdss.schemas.schemas_dir` looks for it;
+- ``schemas/`` beside ``rdss/``, where :func:`rdss.model.schemas.schemas_dir` looks for it;
 - the wheels of ``lambdas/requirements.txt`` for the Lambda platform (manylinux, arm64,
   CPython 3.12), installed with ``pip --platform ... --only-binary=:all:`` so that nothing is
   compiled here for the wrong machine (:data:`PYTHON_312_ARM64`) - except what Lambda's Python

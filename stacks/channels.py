@@ -7,7 +7,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from rdss.topology import Deployment
+from rdss.deployment.topology import Deployment
 from stacks.config import EnvironmentConfig, removal_policy
 from stacks.nag import acknowledge
 
@@ -20,7 +20,7 @@ class Channels(Construct):
     ):
         super().__init__(scope, construct_id)
         capacity = config.stream_capacity
-        # provisioned: each channel's shards sized from the configured traffic (rdss.capacity)
+        # provisioned: each channel's shards sized from the configured traffic (rdss.deployment.capacity)
         shards = config.capacity.shards
         self.streams: dict[str, kinesis.Stream] = {}
         for channel in deployment.topology.channels:

@@ -1,6 +1,6 @@
 """The environments' settings as the CDK app uses them.
 
-The settings themselves - typed, checked, merged from ``cdk.json`` - are :mod:`rdss.settings`,
+The settings themselves - typed, checked, merged from ``cdk.json`` - are :mod:`rdss.deployment.settings`,
 which needs no CDK (the cost model reads them from an installed wheel). This module re-exports
 them for the stacks and adds the little that only constructs need: CloudFormation's removal
 policy, the CDK environment, and CloudWatch Logs' retention enum.
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 
-from rdss.settings import (
+from rdss.deployment.settings import (
     CONTEXT_KEY,
     LAMBDA_ARCHITECTURES,
     LOG_RETENTION_DAYS,
@@ -58,7 +58,7 @@ __all__ = [
     "removal_policy",
 ]
 
-#: CloudWatch Logs' retention periods, as the CDK names them (the days rdss.settings accepts).
+#: CloudWatch Logs' retention periods, as the CDK names them (the days rdss.deployment.settings accepts).
 LOG_RETENTION: Mapping[int, logs.RetentionDays] = {
     1: logs.RetentionDays.ONE_DAY,
     3: logs.RetentionDays.THREE_DAYS,

@@ -1,7 +1,7 @@
 """Messaging: channels, archives, state, processors and their monitoring.
 
 It reads like the message-flow diagram in ARCHITECTURE.md, and everything in it is built from
-the topology (:data:`rdss.topology.RDSS`): adding a channel, route, table, bucket or processor
+the topology (:data:`rdss.deployment.topology.RDSS`): adding a channel, route, table, bucket or processor
 there is all it takes to add it here.
 """
 
@@ -12,7 +12,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from rdss.topology import RDSS, Deployment, Topology
+from rdss.deployment.topology import RDSS, Deployment, Topology
 from stacks.archives import ChannelArchive, archive_bucket_of
 from stacks.channels import Channels
 from stacks.config import EnvironmentConfig, removal_policy

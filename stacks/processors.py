@@ -1,6 +1,6 @@
 """A processor of the topology as a Lambda function with everything it touches wired in.
 
-Its role is granted exactly what its :class:`~rdss.topology.Processor` entry lists - read on
+Its role is granted exactly what its :class:`~rdss.deployment.topology.Processor` entry lists - read on
 its source channels (through their event source mappings), write on the channels it sends to,
 read/write on its tables and buckets, PutRecordBatch on the delivery streams of the channels
 it archives (and put on their archive prefixes, for an entry too large for one Firehose
@@ -28,8 +28,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from rdss.observability import NAMESPACE
-from rdss.topology import RDSS, Processor, Topology
+from rdss.deployment.topology import RDSS, Processor, Topology
+from rdss.observability.powertools import NAMESPACE
 from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, handler_location, processor_code
 from stacks.config import EnvironmentConfig, log_retention, removal_policy
 from stacks.dependencies import drop_referenced_dependency
@@ -136,7 +136,7 @@ class ProcessorFunction(Construct):
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
                 "POWERTOOLS_LOG_LEVEL": settings.log_level,
                 "RDSS_SEQUENCE_TIMEOUT_SECONDS": str(config.sequence_timeout_seconds),
-                # failed attempts at one record before it is moved to error (rdss.attempts)
+                # failed attempts at one record before it is moved to error (rdss.processors.attempts)
                 "RDSS_RECORD_ATTEMPTS": str(config.event_source.record_attempts),
             },
             # Only a scheduled processor is invoked asynchronously; its failures go to the queue.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from rdss.topology import RDSS, Topology
+from rdss.deployment.topology import RDSS, Topology
 from stacks.analytics import Analytics
 from stacks.config import EnvironmentConfig, cdk_environment
 from stacks.messaging import Messaging

@@ -8,7 +8,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from rdss.topology import Deployment
+from rdss.deployment.topology import Deployment
 from stacks.config import EnvironmentConfig, removal_policy
 from stacks.nag import NIST, acknowledge
 

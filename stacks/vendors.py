@@ -1,7 +1,7 @@
 """Vendors: one IAM role per vendor of ``vendors.<name>`` in cdk.json, and the outputs its
 gateway is configured from.
 
-The role's permissions are :class:`rdss.vendors.VendorAccess`'s statements, rendered with the
+The role's permissions are :class:`rdss.deployment.vendors.VendorAccess`'s statements, rendered with the
 stack's ARNs: the same description the local runtime provisions, so the two cannot drift. They
 are written out rather than made with ``grant_*`` because every one carries a condition the
 grants cannot express (the KMS key only through Kinesis for those streams, the checkpoints
@@ -19,8 +19,8 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from rdss.topology import Deployment
-from rdss.vendors import Arns, VendorAccess, output_key, role_name, trust_statement
+from rdss.deployment.topology import Deployment
+from rdss.deployment.vendors import Arns, VendorAccess, output_key, role_name, trust_statement
 from stacks.config import VendorSettings
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from stacks.node import use_project_node
 
 # Processors log and emit metrics through Powertools; in tests that is noise.
@@ -49,7 +49,7 @@ def workload() -> Workload:
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    """Commands under test configure logging (rdss.logs.configure); undo it after each test so
+    """Commands under test configure logging (rdss.observability.outside.configure); undo it after each test so
     one test's handler does not write another's lines."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

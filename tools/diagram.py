@@ -1,4 +1,4 @@
-"""The topology as a picture: Mermaid text generated from :data:`rdss.topology.RDSS`.
+"""The topology as a picture: Mermaid text generated from :data:`rdss.deployment.topology.RDSS`.
 
 The diagram in ``docs/topology.md`` and in the README is this module's output, so a channel,
 route, table, bucket or processor added to the topology shows up in the docs once they are
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from glue_jobs import schema as glue_schema
-from rdss.topology import RDSS, Topology
+from rdss.deployment.topology import RDSS, Topology
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY_PAGE = ROOT / "docs" / "topology.md"
@@ -133,7 +133,7 @@ def page(topology: Topology = RDSS) -> str:
     lines = [
         "# Topology",
         "",
-        f"Generated from `rdss/topology.py` by `{COMMAND}`; do not edit by hand",
+        f"Generated from `rdss/deployment/topology.py` by `{COMMAND}`; do not edit by hand",
         "(`tests/unit/test_docs.py` fails when this page and the topology disagree).",
         "The CDK app, the broker's routing and the local runtime all read the same description.",
         "",
@@ -256,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         out = stale()
         for path in out:
-            print(f"{path.relative_to(ROOT)} is out of step with rdss/topology.py: run {COMMAND}", file=sys.stderr)
+            print(
+                f"{path.relative_to(ROOT)} is out of step with rdss/deployment/topology.py: run {COMMAND}",
+                file=sys.stderr,
+            )
         return 1 if out else 0
     sys.stdout.write(mermaid(detail=not args.short))
     return 0

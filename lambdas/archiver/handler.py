@@ -3,8 +3,8 @@
 from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.archiving import ArchiverApp
-from rdss.observability import logger, metrics, tracer
+from rdss.archive.app import ArchiverApp
+from rdss.observability.powertools import logger, metrics, tracer
 
 _server = KinesisEventSourceMappingHandler(ArchiverApp.from_environment())
 

@@ -3,8 +3,8 @@
 from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.broker import Broker
-from rdss.observability import logger, metrics, tracer
+from rdss.observability.powertools import logger, metrics, tracer
+from rdss.processors.broker import Broker
 
 _server = KinesisEventSourceMappingHandler(Broker.from_environment())
 

@@ -3,8 +3,8 @@
 from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.observability import logger, metrics, tracer
-from rdss.sequencer import Sequencer
+from rdss.observability.powertools import logger, metrics, tracer
+from rdss.processors.sequencer import Sequencer
 
 _server = KinesisEventSourceMappingHandler(Sequencer.from_environment())
 

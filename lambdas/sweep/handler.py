@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from rdss.observability import logger, metrics, tracer
-from rdss.sequencer.sweep import Sweep
+from rdss.observability.powertools import logger, metrics, tracer
+from rdss.processors.sequencer.sweep import Sweep
 
 _sweep = Sweep.from_environment()
 

@@ -8,7 +8,7 @@ order: address = stream name, receive id = sequence number, bindings
 What comes back to Lambda is a ReportBatchItemFailures response: every record the app nacked
 or left unacknowledged is a batch item failure (Lambda then retries from the earliest of
 them). ``message.send`` events are buffered and delivered with batched PutRecords calls (see
-:mod:`rdss.putrecords`); before an ack is accepted every earlier send is delivered, so an acked
+:mod:`rdss.aws.putrecords`); before an ack is accepted every earlier send is delivered, so an acked
 record's outputs are never lost. Apps that want per-message outcomes use the
 ``message.send.flush`` extension, which reports undelivered sends in :class:`SendFailed`.
 
@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
-from rdss.errors import ErrorCode
+from rdss.model.errors import ErrorCode
 
 if TYPE_CHECKING:
     import asyncio  # imported with the first batch (see rdss.amgi.server)
 
-    from rdss.putrecords import PutRecordsBatcher, Record  # with the first send, not at a cold import
-    from rdss.rejection import Rejector  # the processors' own; an app that never rejects loads none
-    from rdss.retry import Backoff
+    from rdss.aws.putrecords import PutRecordsBatcher, Record  # with the first send, not at a cold import
+    from rdss.model.rejection import Rejector  # the processors' own; an app that never rejects loads none
+    from rdss.model.retry import Backoff
 
 _log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class KinesisEventSourceMappingHandler:
             kinesis: a boto3 Kinesis client for ``message.send`` (default: created on first use,
                 honouring ``AWS_ENDPOINT_URL``).
             client_factory: builds that client lazily instead (e.g. a counting client).
-            backoff: retries of failed PutRecords entries (default: rdss.putrecords.DEFAULT_BACKOFF).
+            backoff: retries of failed PutRecords entries (default: rdss.aws.putrecords.DEFAULT_BACKOFF).
             pause_gc: pause the cyclic garbage collector while a batch is handled. A batch
                 allocates hundreds of thousands of short-lived objects (parsed messages) that
                 reference counting frees; letting the collector walk them as they pile up cost
@@ -235,7 +235,7 @@ class KinesisEventSourceMappingHandler:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _batcher(self) -> PutRecordsBatcher:
-        from rdss.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher
+        from rdss.aws.putrecords import DEFAULT_BACKOFF, PutRecordsBatcher
 
         if self._kinesis is None:
             if self._client_factory is not None:
@@ -261,10 +261,10 @@ class _Outbox:
     """Buffered ``message.send`` events, delivered in PutRecords batches."""
 
     def __init__(self, batcher: PutRecordsBatcher) -> None:
-        from rdss.putrecords import Record
+        from rdss.aws.putrecords import Record
 
         self.batcher = batcher
-        #: :class:`rdss.putrecords.Record`, loaded with the first batch rather than at import
+        #: :class:`rdss.aws.putrecords.Record`, loaded with the first batch rather than at import
         self.record = Record
         self.pending: list[Record] = []
         self.per_stream: dict[str, int] = {}

@@ -12,7 +12,7 @@ nothing about applications (STYLE.md).
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, NotRequired, TypedDict
 
-from rdss import errors
+from rdss.model import errors
 
 #: Version of the AMGI spec and of its message sub-specification this server implements.
 AMGI_VERSION = "1.0"

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from rdss.resources import glue_jobs_dir
+from rdss.host.resources import glue_jobs_dir
 
 #: The archives the jobs read, by bucket.
 ARCHIVES = ("audit", "errors")
@@ -91,7 +91,7 @@ def run_jobs(layout: Layout) -> dict[str, Any]:
     with ``sparkSeconds``.
 
     Raises:
-        rdss.resources.GlueUnavailable: no pyspark or no JDK here.
+        rdss.host.resources.GlueUnavailable: no pyspark or no JDK here.
         RuntimeError: a job failed (its error output's end).
     """
     jobs = glue_jobs_dir()

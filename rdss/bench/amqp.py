@@ -35,9 +35,9 @@ from urllib.parse import urlencode
 
 import orjson
 
-from rdss import resources
-from rdss.messages import Message
-from rdss.workload import Workload
+from rdss.host import resources
+from rdss.model.messages import Message
+from rdss.model.workload import Workload
 
 
 @dataclass
@@ -126,10 +126,10 @@ def run(count: int, *, url: str | None = None, realistic: bool = True, seed: int
 
 def run_bridge(count: int, *, url: str | None = None, seed: int = 9) -> Figures:
     """The bridge moving ``count`` messages Kinesis -> RabbitMQ, then RabbitMQ -> Kinesis."""
-    from rdss.bridge import open_bridge
+    from rdss.aws.putrecords import PutRecordsBatcher, Record
+    from rdss.deployment.topology import Deployment
+    from rdss.gateway.bridge import open_bridge
     from rdss.local.emulator import connect, provisioned
-    from rdss.putrecords import PutRecordsBatcher, Record
-    from rdss.topology import Deployment
 
     messages = _messages(count, seed, True)
     figures = Figures(count, sum(len(orjson.dumps(m)) for m in messages) / count, "")

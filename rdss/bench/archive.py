@@ -1,7 +1,7 @@
 """``rdss bench archive``: what archiving costs per record, measured on realistic messages.
 
 The figures a cost model needs (docs/operators.md, "What the archive costs"), from
-:class:`rdss.workload.Workload`'s realistic mix framed and packed exactly as the archiver does:
+:class:`rdss.model.workload.Workload`'s realistic mix framed and packed exactly as the archiver does:
 
 * bytes per record: the payload, its archive entry, what Firehose billed per record before
   entries (it read the stream and rounded each record up to 5 KB) and what S3 stored per record
@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from rdss import archive
-from rdss.workload import Workload
+from rdss.archive import entries as archive
+from rdss.model.workload import Workload
 
 #: Firehose bills ingestion per record rounded up to this (Direct PUT and Kinesis source alike).
 BILLING_STEP = 5 * 1024

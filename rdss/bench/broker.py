@@ -21,9 +21,9 @@ from typing import Any, TextIO
 import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.broker import Broker
-from rdss.topology import Deployment, from_environment
-from rdss.workload import Workload
+from rdss.deployment.topology import Deployment, from_environment
+from rdss.model.workload import Workload
+from rdss.processors.broker import Broker
 
 #: Records of the first, untimed batch.
 WARM_UP = 20
@@ -158,7 +158,7 @@ def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
 def processor_output_to(stream: TextIO) -> Iterator[None]:
     """Send the processors' JSON log lines and EMF metric lines (printed) to ``stream`` for the
     block. In Lambda they go to standard output, which the runtime ships to CloudWatch."""
-    from rdss.observability import logger
+    from rdss.observability.powertools import logger
 
     handler = logger.registered_handler
     assert isinstance(handler, logging.StreamHandler)

@@ -24,8 +24,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rdss import resources
-from rdss.topology import RDSS, Deployment
+from rdss.deployment.topology import RDSS, Deployment
+from rdss.host import resources
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def lambda_environment(processor: str, task_root: str) -> dict[str, str]:
 def init_durations(environment: str, processor: str, client: Any = None) -> tuple[float, ...]:
     """The Init Durations (ms) in the REPORT lines of deployment ``environment``'s function."""
     if client is None:
-        from rdss.aws import client as make
+        from rdss.aws.clients import client as make
 
         client = make("logs")
     group = f"{Deployment(environment).prefix}-{processor}"

@@ -1,6 +1,6 @@
 """``rdss bench cost --measure``: the per-message figures the cost model prices.
 
-Realistic messages (:mod:`rdss.workload`) go through the real broker handler - the AMGI app
+Realistic messages (:mod:`rdss.model.workload`) go through the real broker handler - the AMGI app
 behind the Kinesis adaptor, as deployed - whose AWS clients are stubs that answer as an empty
 table and an accepting stream would and record what they were sent: every record's bytes per
 channel, every DynamoDB item (sized the way DynamoDB sizes items, so write units follow), every
@@ -26,14 +26,14 @@ from typing import Any
 
 import orjson
 
-from rdss import archive
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.archive import entries as archive
 from rdss.bench.broker import events, processor_output_to
-from rdss.broker import Broker
-from rdss.capacity import MEASURED, WRITE_UNIT_BYTES, Figures
-from rdss.decoration import decorate
-from rdss.observability import logger
-from rdss.topology import RDSS, Deployment, from_environment
+from rdss.deployment.capacity import MEASURED, WRITE_UNIT_BYTES, Figures
+from rdss.deployment.topology import RDSS, Deployment, from_environment
+from rdss.model.decoration import decorate
+from rdss.observability.powertools import logger
+from rdss.processors.broker import Broker
 
 #: Member sizes the archive's compression is measured at.
 MEMBER_SIZES = (1, 10, 100, 1000)
@@ -152,7 +152,7 @@ def _log_bytes(text: str) -> int:
 
 def frame(payload: bytes, index: int) -> bytes:
     """One archive entry line, as the archiver frames a record of ``rdss-prod-input``
-    (:func:`rdss.archive.frame`), with its newline."""
+    (:func:`rdss.archive.entries.frame`), with its newline."""
     entry = archive.frame(
         payload,
         stream="rdss-prod-input",

@@ -1,7 +1,7 @@
 """``rdss bench glue``: the audit compaction job on local Spark beside the same work in one process.
 
 :func:`write_archive` writes an audit archive the way the archiver and Firehose do (objects of
-gzip members of archive entries under hour prefixes), from :class:`rdss.workload.Workload`
+gzip members of archive entries under hour prefixes), from :class:`rdss.model.workload.Workload`
 traffic with duplicates, malformed lines, multi-part sequences and entries archived twice mixed
 in. :func:`run` times
 ``glue_jobs/audit_compaction.py`` on it as a user runs it (a fresh process: Python, the JVM and
@@ -26,7 +26,7 @@ import orjson
 
 from rdss.bench.glue_archive import Archive, write_archive
 from rdss.bench.glue_inprocess import compact_in_process
-from rdss.resources import glue_jobs_dir
+from rdss.host.resources import glue_jobs_dir
 
 # -- the benchmark -----------------------------------------------------------------------------------
 

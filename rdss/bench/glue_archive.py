@@ -1,6 +1,6 @@
 """An audit archive as the archiver and Firehose write it, generated for ``rdss bench glue``:
-objects of gzip members of archive entries (:mod:`rdss.archive`) under hour prefixes, from
-:class:`rdss.workload.Workload` traffic with duplicates, malformed records, multi-part sequences
+objects of gzip members of archive entries (:mod:`rdss.archive.entries`) under hour prefixes, from
+:class:`rdss.model.workload.Workload` traffic with duplicates, malformed records, multi-part sequences
 and entries archived twice (as a restarted archiver does) mixed in."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import orjson
 
-from rdss import archive, decoration, timestamps
-from rdss.messages import Message
-from rdss.validation import validate
-from rdss.workload import MIX, Workload
+from rdss.archive import entries as archive
+from rdss.model import decoration, timestamps
+from rdss.model.messages import Message
+from rdss.model.validation import validate
+from rdss.model.workload import MIX, Workload
 
 #: Header-heavy small messages (no research objects): with them a record is about 520 bytes
 #: and gzips to about 95, the scale the compaction target is stated at (1M records ~ 100 MB).
@@ -242,7 +243,7 @@ def write_archive(
 
     ``errors_root``: also write there the errors archive the broker would (``errors/invalid/``
     and ``errors/error/``, hour prefixes): every malformed line and broken copy, classified by
-    rdss.validation and decorated by rdss.decoration, delivered with the audit object it is in.
+    rdss.model.validation and decorated by rdss.model.decoration, delivered with the audit object it is in.
     """
     result = Archive(root=root, errors_root=errors_root)
     rng = random.Random(seed + 2)

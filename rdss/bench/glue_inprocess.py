@@ -1,5 +1,5 @@
 """The audit compaction's work done in one Python process (orjson and pyarrow), the figure
-``rdss bench glue`` sets beside the Spark job: archive entries read (:func:`rdss.archive.read`,
+``rdss bench glue`` sets beside the Spark job: archive entries read (:func:`rdss.archive.entries.read`,
 each identity once), parse, first-seen de-duplication, rejects and partitioned Parquet."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 
-from rdss import archive, decoration, timestamps
-from rdss.resources import glue_jobs_source
+from rdss.archive import entries as archive
+from rdss.host.resources import glue_jobs_source
+from rdss.model import decoration, timestamps
 
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\Z"
@@ -64,7 +65,7 @@ def _member(container: Any, name: str) -> Any:
 def compact_in_process(source: Path, output: Path, errors: Path | None = None) -> dict[str, int]:
     """What ``audit_compaction.py`` does, in this process: orjson to parse, a dict to keep the
     first-seen record of each messageId, pyarrow to write the same partitioned Parquet; with
-    ``errors``, the broker's rejections matched by digest as the job matches them (rdss.decoration
+    ``errors``, the broker's rejections matched by digest as the job matches them (rdss.model.decoration
     recovers each payload, the job's Java half reads the same records independently)."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from rdss.messages import Message
-from rdss.topology import Deployment
-from rdss.workload import Workload
+from rdss.deployment.topology import Deployment
+from rdss.model.messages import Message
+from rdss.model.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def _client(endpoint: Any, service: str) -> Any:
     """A client configured as the gateway configures its own, pointed at ``endpoint``."""
     import boto3
 
-    from rdss.gateway.kinesis import GATEWAY_CLIENT_CONFIG
+    from rdss.gateway.log.kinesis import GATEWAY_CLIENT_CONFIG
 
     kwargs: dict[str, Any] = {"region_name": endpoint.region, "config": GATEWAY_CLIENT_CONFIG}
     if endpoint.url:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rdss.topology import Deployment
+from rdss.deployment.topology import Deployment
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import orjson
 
 from rdss.bench import rate
 from rdss.bench.reference import reference_validator
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 from rdss import __version__
 from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
 from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, text
-from rdss.display import printable, safe, shorten
-from rdss.extras import missing_extra
+from rdss.host.display import printable, safe, shorten
+from rdss.host.extras import missing_extra
 
 _COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive, vendor)
 

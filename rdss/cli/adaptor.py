@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.awserrors import describe
+from rdss.aws.failures import describe
 from rdss.cli.common import (
     INVALID,
     USAGE,
@@ -32,8 +32,8 @@ from rdss.cli.common import (
     stop_on_signals,
     whole_number,
 )
-from rdss.display import redact
-from rdss.statedir import creatable, state_directory
+from rdss.host.display import redact
+from rdss.host.statedir import creatable, state_directory
 
 _APPLICATION = "oai-pmh-adaptor"
 # the client's own defaults (rdss.adaptors.oai_pmh.fetch), spelt here so that ``rdss --help``

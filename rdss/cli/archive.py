@@ -28,7 +28,7 @@ from rdss.cli.common import (
     stop_on_signals,
     unreachable_is_usage,
 )
-from rdss.display import safe
+from rdss.host.display import safe
 
 
 def register(commands: Any) -> None:
@@ -60,8 +60,8 @@ def run_archive(args: argparse.Namespace) -> int:
     (RabbitMQ, memory), or for a copy of a Kinesis deployment's audit archive elsewhere (on this machine, say).
     Start it before traffic on RabbitMQ: like every consumer group, its queues exist from its first start.
     """
-    from rdss.archiver import Archiver, open_sink
     from rdss.gateway import Gateway
+    from rdss.gateway.wiretap import Archiver, open_sink
 
     configure_service_logging(args, f"rdss-archive-{args.group}")
     try:

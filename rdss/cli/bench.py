@@ -14,13 +14,13 @@ from types import ModuleType
 from typing import Any
 
 from rdss.cli.common import CommandError, number, print_json, whole_number
-from rdss.display import printable
+from rdss.host.display import printable
 
 #: The highest rate bench cost prices: a million messages a second (86 billion a day) is far past
 #: any RDSS deployment, and keeps every item of the bill a finite number.
 MAX_RATE = 1_000_000
 
-#: ``bench cost --peer`` choices (rdss.bench.cost_peers.PEERS, named here so the parser need not import it).
+#: ``bench cost --peer`` choices (rdss.cost.peers.PEERS, named here so the parser need not import it).
 PEER_NAMES = ("sqs-powertools", "eventbridge", "msk-serverless")
 
 
@@ -156,7 +156,7 @@ def register(commands: Any) -> None:
         "cost",
         help="what a deployment costs a month at a steady rate, item by item (or a peer's)",
         description="The monthly bill of an environment (its cdk.json settings) at a steady rate of realistic "
-        "messages, item by item, at us-east-1 list prices (rdss.bench.prices), or a peer's by the same rules.",
+        "messages, item by item, at us-east-1 list prices (rdss.cost.prices), or a peer's by the same rules.",
     )
     cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
     cost.add_argument(
@@ -202,7 +202,7 @@ def register(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Time the classifier (rdss.validation.validate) on realistic generated messages, beside orjson's parse alone
+    """Time the classifier (rdss.model.validation.validate) on realistic generated messages, beside orjson's parse alone
     and the reference validator (jsonschema Draft 4 with formats over the published RDSS 3.0.2 schemas, which are not
     part of this package: --reference-schemas DIR, $RDSS_REFERENCE_SCHEMAS, else ../shared/rdss-spec-3.0.2 beside a
     checkout; without them the reference is left out, as with --no-reference). The median of --rounds passes.
@@ -223,7 +223,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if _printed_as_json(args, figures.as_dict()):
         return 0
     print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
-    print(f"  classifier (rdss.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
+    print(f"  classifier (rdss.model.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
     print(
         f"  orjson parse only                      {figures.orjson_parse_per_s:>10,.0f} msg/s"
         f"   classifier = {figures.fraction_of_parse:.0%} of parse-only"
@@ -421,7 +421,7 @@ def run_glue(args: argparse.Namespace) -> int:
     process (orjson and pyarrow). Needs the glue extra and a Java 17 JDK.
     """
     from rdss.bench import glue
-    from rdss.resources import GlueUnavailable, glue_jobs_dir
+    from rdss.host.resources import GlueUnavailable, glue_jobs_dir
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
@@ -473,9 +473,11 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_cost(args: argparse.Namespace) -> int:
-    from rdss.bench import cost, cost_peers, prices
-    from rdss.capacity import MEASURED
-    from rdss.settings import load_file
+    from rdss.cost import estimate as cost
+    from rdss.cost import peers as cost_peers
+    from rdss.cost import prices
+    from rdss.deployment.capacity import MEASURED
+    from rdss.deployment.settings import load_file
 
     if args.prices:
         table = {name: dataclasses.asdict(price) for name, price in prices.PRICES.items()}

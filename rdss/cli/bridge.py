@@ -27,7 +27,7 @@ from rdss.cli.common import (
     unreachable_is_usage,
     whole_number,
 )
-from rdss.display import safe
+from rdss.host.display import safe
 
 
 def register(commands: Any) -> None:
@@ -71,7 +71,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     dropped, a side that drops its connection is retried. E.g. rdss bridge --url kinesis://dev --to
     amqp://guest:guest@localhost/%2F
     """
-    from rdss.bridge import DEFAULT_CHANNELS, open_bridge
+    from rdss.gateway.bridge import DEFAULT_CHANNELS, open_bridge
 
     configure_service_logging(args, args.group)
     channels = args.channels or list(DEFAULT_CHANNELS)

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rdss.display import printable, printable_json
-from rdss.logs import FORMATS, LogSettings, configure, parse_level
+from rdss.host.display import printable, printable_json
+from rdss.observability.outside import FORMATS, LogSettings, configure, parse_level
 
 if TYPE_CHECKING:
+    from rdss.deployment.topology import Deployment
     from rdss.gateway.url import GatewayURL
-    from rdss.topology import Deployment
 
 USAGE = 2
 INVALID = 1
@@ -69,7 +69,7 @@ def deployment_url(url: str | None) -> str:
 def configured_url() -> str | None:
     """The URL this host was configured with when neither ``--url`` nor ``$RDSS_GATEWAY_URL``
     names one: the running local runtime's (the state file ``rdss local up`` writes,
-    :mod:`rdss.localstate`), else None.
+    :mod:`rdss.host.pointers`), else None.
 
     The one place where a configured deployment is looked up, so that every command finds it the
     same way.
@@ -77,8 +77,8 @@ def configured_url() -> str | None:
     Raises:
         CommandError: ``--local`` (``RDSS_LOCAL``) names no running local runtime (usage).
     """
-    from rdss.localstate import NoSuchRuntime
-    from rdss.localstate import configured_url as local_runtime_url
+    from rdss.host.pointers import NoSuchRuntime
+    from rdss.host.pointers import configured_url as local_runtime_url
 
     try:
         return local_runtime_url()
@@ -98,7 +98,7 @@ class AwsDeployment:
 
     def client(self, service: str) -> Any:
         """A client of ``service`` there (the local runtime's credentials if it is the local runtime's)."""
-        from rdss.aws import client
+        from rdss.aws.clients import client
 
         return client(service, **self.options)
 
@@ -110,8 +110,8 @@ def aws_deployment(url: str | None, command: str) -> AwsDeployment:
     Raises:
         CommandError: none named, a malformed URL, or not a kinesis:// one (usage).
     """
+    from rdss.deployment.topology import Deployment
     from rdss.gateway.url import URLError, parse
-    from rdss.topology import Deployment
 
     try:
         parsed = parse(deployment_url(url))
@@ -229,7 +229,7 @@ def add_gateway_options(parser: argparse.ArgumentParser, application: str) -> No
 
 
 def add_logging_options(parser: argparse.ArgumentParser) -> None:
-    """``--log-format``, ``--log-level`` and ``-v``: how a service command logs (:mod:`rdss.logs`)."""
+    """``--log-format``, ``--log-level`` and ``-v``: how a service command logs (:mod:`rdss.observability.outside`)."""
     group = parser.add_argument_group("logging (default: RDSS_LOG_FORMAT, RDSS_LOG_LEVEL, else syslog at INFO)")
     group.add_argument("--log-format", choices=FORMATS, help="syslog (RFC 5424 to the local syslog), json or text")
     group.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR")
@@ -239,7 +239,7 @@ def add_logging_options(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_service_logging(args: argparse.Namespace, application: str) -> None:
-    """Set up logging for a command that sends or receives messages (see :mod:`rdss.logs`):
+    """Set up logging for a command that sends or receives messages (see :mod:`rdss.observability.outside`):
     options first, then the environment.
 
     Raises:
@@ -283,8 +283,8 @@ def file_name(value: str) -> str:
 
 
 def vendor_name(value: str) -> str:
-    """An argparse ``type``: a vendor's name (:func:`rdss.vendors.check_vendor_name`)."""
-    from rdss.vendors import check_vendor_name
+    """An argparse ``type``: a vendor's name (:func:`rdss.deployment.vendors.check_vendor_name`)."""
+    from rdss.deployment.vendors import check_vendor_name
 
     try:
         return check_vendor_name(value)

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.awserrors import describe
-from rdss.awserrors import unusable as aws_unusable
+from rdss.aws.failures import describe
+from rdss.aws.failures import unusable as aws_unusable
 from rdss.cli.common import (
     INVALID,
     USAGE,
@@ -36,7 +36,6 @@ from rdss.cli.common import (
     print_json,
     seconds,
 )
-from rdss.display import printable, printable_json, safe
 from rdss.gateway import (
     ChannelMismatch,
     Gateway,
@@ -51,8 +50,9 @@ from rdss.gateway import (
 )
 from rdss.gateway.backend import StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
-from rdss.inputs import ndjson, read_input
-from rdss.logs import message_fields
+from rdss.host.display import printable, printable_json, safe
+from rdss.host.inputs import ndjson, read_input
+from rdss.observability.outside import message_fields
 
 _APPLICATION = "rdss-cli"
 #: Seconds ``rdss request`` waits for a reply unless told, as Gateway.request.

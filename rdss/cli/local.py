@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rdss import localstate
 from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
+from rdss.host import pointers as localstate
 from rdss.local import KEPT_DEMO_ENVIRONMENT
 
 
@@ -147,8 +147,8 @@ def run_up(args: argparse.Namespace) -> int:
     vendors = _vendors(args.vendor, args.env)  # a malformed one is said before anything starts
     _quiet_processors()
     configure_service_logging(args, "rdss-local")
-    from rdss import logs
-    from rdss.observability import logger as processors
+    from rdss.observability import outside as logs
+    from rdss.observability.powertools import logger as processors
 
     logs.adopt(processors.name)  # the broker's and sequencer's lines go where the runtime's go
 
@@ -225,9 +225,9 @@ def run_up(args: argparse.Namespace) -> int:
 def _vendors(specs: list[str], environment: str) -> dict[str, Any]:
     """``--vendor`` NAME:produces|NAME:consumes=... of the deployment ``environment``: each name one
     IAM and CloudFormation accept, its role's within IAM's limit, and no two sharing stack outputs."""
-    from rdss.local.vendors import parse_vendor
-    from rdss.topology import Deployment
-    from rdss.vendors import check_vendor_name, check_vendor_names
+    from rdss.deployment.topology import Deployment
+    from rdss.deployment.vendors import check_vendor_name, check_vendor_names
+    from rdss.local.vendor_stack import parse_vendor
 
     try:
         vendors = dict(parse_vendor(spec) for spec in specs)
@@ -247,7 +247,7 @@ def _banner(
 ) -> None:
     from rich.console import Console
 
-    from rdss.display import rich_text as line  # paths and names as written: never markup, never an escape
+    from rdss.host.display import rich_text as line  # paths and names as written: never markup, never an escape
 
     console = Console(highlight=False)
     deployment = runtime.deployment

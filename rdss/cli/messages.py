@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from rdss import schemas, skeletons
 from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, file_name, print_json
-from rdss.display import printable
-from rdss.inputs import read_input
-from rdss.validation import validate
+from rdss.host.display import printable
+from rdss.host.inputs import read_input
+from rdss.model import schemas, skeletons
+from rdss.model.validation import validate
 
 
 def register(commands: Any) -> None:

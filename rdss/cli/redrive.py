@@ -7,10 +7,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.awserrors import describe
+from rdss.aws.failures import describe
 from rdss.cli.common import INVALID, AwsDeployment, CommandError, add_command, add_deployment_option, aws_deployment
-from rdss.display import printable
-from rdss.topology import RDSS, Deployment
+from rdss.deployment.topology import RDSS, Deployment
+from rdss.host.display import printable
 
 
 def register(commands: Any) -> None:
@@ -31,11 +31,11 @@ def run(args: argparse.Namespace) -> int:
     """Reads each processor's SQS on-failure queue, fetches the records each pointer names from its stream (or, past
     the stream's retention, the audit archive), puts them back on their channel (the archiver's: archives them) and
     deletes the pointer once they are accepted. A record goes back as a new record: what its first delivery left in
-    the broker's claims is settled first (rdss.redrive_claims). Repeating it is harmless: a record put back is noted,
-    the broker de-duplicates, readers of the archive count a record once. Exit 1 when anything could not be
+    the broker's claims is settled first (rdss.processors.redrive_claims). Repeating it is harmless: a record put back
+    is noted, the broker de-duplicates, readers of the archive count a record once. Exit 1 when anything could not be
     recovered.
     """
-    from rdss.redrive import Redriver
+    from rdss.processors.redrive import Redriver
 
     target = aws_deployment(args.url, "redrive")
     try:

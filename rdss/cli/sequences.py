@@ -19,10 +19,10 @@ from rdss.cli.common import (
     print_json,
     whole_number,
 )
-from rdss.display import printable
-from rdss.inputs import read_input
-from rdss.sequences import SequenceError, join, split
-from rdss.validation import validate
+from rdss.host.display import printable
+from rdss.host.inputs import read_input
+from rdss.model.sequences import SequenceError, join, split
+from rdss.model.validation import validate
 
 
 def register(commands: Any) -> None:

@@ -1,4 +1,4 @@
-"""``rdss tour``: the message model end to end, offline (:mod:`rdss.tour`)."""
+"""``rdss tour``: the message model end to end, offline (:mod:`rdss.local.tour`)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rdss import tour
+    from rdss.local import tour
 
     if args.examples is not None and not args.examples.is_dir():
         raise CommandError(f"--examples {args.examples}: not a directory")

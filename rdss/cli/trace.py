@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss import timestamps
 from rdss.cli.common import INVALID, USAGE, CommandError, add_deployment_option, aws_deployment
-from rdss.display import printable, printable_json
+from rdss.host.display import printable, printable_json
+from rdss.model import timestamps
 
 
 def register(commands: Any) -> None:
@@ -68,7 +68,7 @@ def register(commands: Any) -> None:
 
 
 def run_trace(args: argparse.Namespace) -> int:
-    from rdss.trace import Tracer
+    from rdss.trace.tracer import Tracer
 
     target = aws_deployment(args.url, "trace")
     url, deployment = target.url, target.deployment
@@ -133,7 +133,7 @@ def _repositories(args: argparse.Namespace, url: Any, deployment: Any, dynamodb:
         raise CommandError("--ldr says where an --application's entries are: give --application too")
     if len(stores) > 1 and len(stores) != len(applications):
         raise CommandError(f"{len(stores)} --ldr for {len(applications)} --application: give one, or one each")
-    if not stores:  # as the gateway itself chooses (rdss.gateway.kinesis)
+    if not stores:  # as the gateway itself chooses (rdss.gateway.log.kinesis)
         default = f"{state_directory()}/kinesis-{deployment.prefix}-{deployment.environment}.sqlite"
         stores = [url.param("ldr") or f"sqlite://{default}"]
     found = {}

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from rdss.cli.common import USAGE, AwsDeployment, CommandError, add_deployment_option, aws_deployment, vendor_name
-from rdss.display import PrintableLines
-from rdss.vendors import output_key
+from rdss.deployment.vendors import output_key
+from rdss.host.display import PrintableLines
 
 #: Where ``cdk synth`` writes (``make synth ENV=...``).
 CDK_OUT = Path("cdk.out")
@@ -88,7 +88,7 @@ class GatewayConfig:
 
 def default_ldr(environment: str, prefix: str = "rdss") -> str:
     """The SQLite file a gateway outside AWS keeps its Local Data Repository in: the gateway's
-    own default (:mod:`rdss.gateway.kinesis`) spelt from the home directory of the host it runs on,
+    own default (:mod:`rdss.gateway.log.kinesis`) spelt from the home directory of the host it runs on,
     since this command usually runs elsewhere."""
     return f"sqlite://~/.local/state/rdss/kinesis-{prefix}-{environment}.sqlite"
 

@@ -32,7 +32,7 @@ from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import GatewayError
 from rdss.gateway.listen import LONGEST_PAUSE, receive_or_wait, settle_failure
 from rdss.gateway.received import Received, ReceiveStats
-from rdss.retry import SPEC_BACKOFF, Backoff
+from rdss.model.retry import SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)
 

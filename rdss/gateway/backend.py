@@ -33,12 +33,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from rdss.extras import missing_extra
 from rdss.gateway.exceptions import GatewayError
-from rdss.rejection import Rejector
-from rdss.retry import SPEC_BACKOFF, Backoff
-from rdss.statedir import StateError
-from rdss.statedir import state_directory as state_directory  # where it was first defined
+from rdss.host.extras import missing_extra
+from rdss.host.statedir import StateError
+from rdss.host.statedir import state_directory as state_directory  # where it was first defined
+from rdss.model.rejection import Rejector
+from rdss.model.retry import SPEC_BACKOFF, Backoff
 
 if TYPE_CHECKING:
     from rdss.gateway.url import GatewayURL
@@ -270,8 +270,8 @@ BackendFactory = Callable[["GatewayURL", Settings], Backend]
 # scheme -> factory, or "module:function" imported on first use (so a backend's client library,
 # e.g. pika for amqp://, is only needed by those who use it).
 _FACTORIES: dict[str, BackendFactory | str] = {
-    "kinesis": "rdss.gateway.kinesis:open_backend",
-    "memory": "rdss.gateway.memory:open_backend",
+    "kinesis": "rdss.gateway.log.kinesis:open_backend",
+    "memory": "rdss.gateway.log.memory:open_backend",
     "amqp": "rdss.gateway.amqp:open_backend",
     "amqps": "rdss.gateway.amqp:open_backend",
 }

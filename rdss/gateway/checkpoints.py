@@ -24,15 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from rdss.dynamodb import conditional, equal, items
+from rdss.aws.conditions import conditional, equal, items
 from rdss.repository.entries import RETENTION_SECONDS
-
-
-def lease_key(group: str, stream: str) -> str:
-    """The partition key of one consumer group's rows for one stream: ``<group>#<stream>``.
-    Vendor roles are limited to their own group's keys with ``dynamodb:LeadingKeys``."""
-    return f"{group}#{stream}"
-
 
 #: Checkpoint values that are not sequence numbers.
 TRIM_HORIZON, LATEST, SHARD_END = "TRIM_HORIZON", "LATEST", "SHARD_END"

@@ -2,7 +2,7 @@
 first, so that another message under the same id is a conflict, not a resend.
 
 On Kinesis the broker claims every messageId in the deployment's ``messages`` table and tells a
-resend from a conflict by a digest (:mod:`rdss.repository.conflicts`). Where there is no broker
+resend from a conflict by a digest (:mod:`rdss.model.conflicts`). Where there is no broker
 function the inline broker does the same when a message is published to ``input``, against one
 of these stores: the memory bus's (every gateway of the process), or a SQLite table in the
 ``amqp://`` URL's state file (every gateway of the host; producers on other hosts keep their own).
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rdss.repository.conflicts import CONFLICT
+from rdss.model.conflicts import CONFLICT
 from rdss.repository.entries import RECEIVED, RETENTION_SECONDS
 from rdss.repository.sqlite import connect
 

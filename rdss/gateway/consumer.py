@@ -8,10 +8,10 @@ handler returns, nacks when it raises (:mod:`rdss.gateway.amgi` serves AMGI apps
 
 Between the channel and the application, in order:
 
-* classification (:func:`rdss.validation.validate`, at delivery time): a record the consumer
+* classification (:func:`rdss.model.validation.validate`, at delivery time): a record the consumer
   cannot accept is never skipped but moved, decorated with its code, to the deployment's
   ``invalid`` or ``error`` channel (the spec's Invalid and Error Message Queues; the one reject
-  path, :mod:`rdss.rejection`) and then settled: invalid (GENERR001/002/004/007/010, e.g. a
+  path, :mod:`rdss.model.rejection`) and then settled: invalid (GENERR001/002/004/007/010, e.g. a
   malformed messageId written straight onto a data channel), expired (GENERR003). A receiver of
   ``invalid`` or ``error`` itself logs them instead, so nothing loops; a receiver of a brokered
   deployment's ``input`` leaves invalid records to the broker, which moves them;
@@ -27,7 +27,7 @@ Between the channel and the application, in order:
   one whose whole message is invalid goes, every part decorated with the whole's code, to the
   channel of that code, as the sequencer does; a part that cannot join its sequence - its
   position held by another part, another total, a sequence this receiver lately completed - is
-  moved alone to ``invalid`` (GENERR004), as the sequencer moves it (:mod:`rdss.sequences`);
+  moved alone to ``invalid`` (GENERR004), as the sequencer moves it (:mod:`rdss.model.sequences`);
 * Message Selector: a predicate on the header; messages it rejects are settled, not delivered;
 * Message Throttle: at most N messages a second are handed over.
 
@@ -52,17 +52,17 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from rdss import timestamps
-from rdss.errors import ErrorCode
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.holding import CompleteSequences, Held, SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
-from rdss.logs import message_fields
-from rdss.rejection import Rejector, moved_key
+from rdss.model import timestamps
+from rdss.model.errors import ErrorCode
+from rdss.model.rejection import Rejector, moved_key
+from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler
+from rdss.model.validation import validate
+from rdss.observability.outside import message_fields
 from rdss.repository.entries import RECEIVED, Entry, Repository
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler
-from rdss.validation import validate
 
 _log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class Receiver(SequenceHolding):
         self.channel = consumer.channel
         self.repository = repository
         self.publish = publish
-        #: The consumer group: its moves are keyed ``moved:<group>`` (:func:`rdss.rejection.moved_key`).
+        #: The consumer group: its moves are keyed ``moved:<group>`` (:func:`rdss.model.rejection.moved_key`).
         self.group = group
         #: How records that will not be delivered are moved; None: logged and settled instead
         #: (a receiver of the invalid or error channel itself, so nothing loops).
@@ -225,7 +225,7 @@ class Receiver(SequenceHolding):
     def reject(self, received: Received, error_code: str, description: str) -> None:
         """The application refuses the message with one of the spec's codes (APPERRMET001-004,
         APPERRVOC002, or any GENERR): it is moved, decorated with the code and ``description``,
-        to that code's channel (:mod:`rdss.rejection`), recorded RECEIVED with the code, and
+        to that code's channel (:mod:`rdss.model.rejection`), recorded RECEIVED with the code, and
         acknowledged. If it cannot be moved it is delivered again rather than lost.
 
         Raises:
@@ -434,7 +434,7 @@ class Receiver(SequenceHolding):
     # -- the invalid and error channels --------------------------------------------------------
     def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
         """Move records, decorated, to the channel of their code (the one reject path,
-        :mod:`rdss.rejection`) - or, on a receiver of the invalid or error channel itself, log
+        :mod:`rdss.model.rejection`) - or, on a receiver of the invalid or error channel itself, log
         them, so nothing loops - and settle them. Returns those that could not be moved: they are
         left unsettled (read again, never lost). ``settle=False`` leaves settling to the caller."""
         if not items:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rdss.errors import ErrorCode, SendFailed
+from rdss.model.errors import ErrorCode, SendFailed
 
 __all__ = ["GatewayError", "MessageRefused", "NotARequest", "Refusal", "RequestTimeout", "SendFailed", "Undelivered"]
 

@@ -15,8 +15,9 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from rdss import MAX_MESSAGE_BYTES, localstate
+from rdss import MAX_MESSAGE_BYTES
 from rdss.amgi.types import Application
+from rdss.deployment.topology import RDSS
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
 from rdss.gateway.consumer import MAX_ATTEMPTS, Receiver
@@ -25,12 +26,12 @@ from rdss.gateway.listen import Handler, listen
 from rdss.gateway.received import Received, ReceiveStats, Selector
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
-from rdss.messages import Message, failure_reply
-from rdss.rejection import Rejector
+from rdss.host import pointers as localstate
+from rdss.model.messages import Message, failure_reply
+from rdss.model.rejection import Rejector
+from rdss.model.retry import SPEC_BACKOFF, Backoff
+from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.repository.entries import Repository
-from rdss.retry import SPEC_BACKOFF, Backoff
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS
-from rdss.topology import RDSS
 
 #: Schemes whose deployments route what is sent to ``input`` by content (the Kinesis broker,
 #: which also looks replies' returnAddress up); elsewhere a reply is sent to its address.
@@ -68,7 +69,7 @@ class Gateway:
         """
         Args:
             url: the messaging system (default: ``RDSS_GATEWAY_URL``, else the running local
-                runtime's, :mod:`rdss.localstate`, else ``kinesis://dev``).
+                runtime's, :mod:`rdss.host.pointers`, else ``kinesis://dev``).
             application: names this application's Local Data Repository entries and is the
                 default consumer group (applications each see every message; workers of one
                 application share them out).

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from rdss import timestamps
-from rdss.errors import ErrorCode
 from rdss.gateway.backend import Delivery, TransportError
 from rdss.gateway.received import Received, ReceiveStats
+from rdss.model import timestamps
+from rdss.model.errors import ErrorCode
+from rdss.model.sequences import PartConflict, Reassembler, SequenceError, stale
+from rdss.model.validation import Verdict, validate_message
 from rdss.repository.entries import RECEIVED, Entry, Repository
-from rdss.sequences import PartConflict, Reassembler, SequenceError, stale
-from rdss.validation import Verdict, validate_message
 
 if TYPE_CHECKING:
     from rdss.gateway.consumer import Receiver

@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from rdss import timestamps
-from rdss.errors import ErrorCode
+from rdss.deployment.topology import RDSS, Topology
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.claims import MessageClaims
-from rdss.rejection import Rejection, Rejector, rejected_key
-from rdss.repository.conflicts import DIGEST_ATTRIBUTE, message_digest
-from rdss.topology import RDSS, Topology
-from rdss.validation import validate
+from rdss.model import timestamps
+from rdss.model.conflicts import DIGEST_ATTRIBUTE, message_digest
+from rdss.model.errors import ErrorCode
+from rdss.model.rejection import Rejection, Rejector, rejected_key
+from rdss.model.validation import validate
 
 #: Where producers publish; the broker function routes what arrives there.
 INPUT = "input"
@@ -76,7 +76,7 @@ class InlineBroker:
 
     def _conflict(self, message: Outgoing, message_id: str, digest: str) -> Outgoing | None:
         """A message under an id that named another message first: moved to ``invalid``
-        (GENERR004) and recorded as a CONFLICT (:mod:`rdss.repository.conflicts`); None for a new
+        (GENERR004) and recorded as a CONFLICT (:mod:`rdss.model.conflicts`); None for a new
         message or a resend."""
         assert self.claims is not None
         first = self.claims.claim(message_id, digest)

@@ -14,7 +14,7 @@ from rdss.gateway.backend import TransportError
 from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import Rejected
 from rdss.gateway.received import Received, ReceiveStats
-from rdss.retry import PATIENT, SPEC_BACKOFF, Backoff
+from rdss.model.retry import PATIENT, SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rdss.gateway.backend import Delivery
-from rdss.messages import Message
+from rdss.model.messages import Message
 
 if TYPE_CHECKING:
     from rdss.gateway.consumer import Receiver

@@ -25,15 +25,15 @@ from typing import Any
 
 import orjson
 
+from rdss.deployment.topology import RDSS
 from rdss.gateway.backend import Consumer, Delivery, Transport
 from rdss.gateway.exceptions import NotARequest, RequestFailed, RequestTimeout
 from rdss.gateway.send import Receipt, Sendable
-from rdss.logs import message_fields
-from rdss.messages import Message
+from rdss.model.messages import Message
+from rdss.model.sequences import Reassembler, SequenceError
+from rdss.model.validation import validate, validate_message
+from rdss.observability.outside import message_fields
 from rdss.repository.entries import RECEIVED, Entry, Repository
-from rdss.sequences import Reassembler, SequenceError
-from rdss.topology import RDSS
-from rdss.validation import validate, validate_message
 
 _log = logging.getLogger(__name__)
 #: Seconds a request waits for its reply unless told: a responder answers within seconds, and a

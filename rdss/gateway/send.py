@@ -2,14 +2,14 @@
 
 For each call, in order:
 
-1. every message is classified with :func:`rdss.validation.validate` (the size stage aside: a
+1. every message is classified with :func:`rdss.model.validation.validate` (the size stage aside: a
    message over the limit is split, not refused); if any is invalid nothing is sent and
    :class:`MessageRefused` names each one's error code;
-2. the gateway's hop is appended to each message's messageHistory (:mod:`rdss.history`); where a
+2. the gateway's hop is appended to each message's messageHistory (:mod:`rdss.model.history`); where a
    broker routes by content (Kinesis) a message named for a routed channel is published on the
    transport's entry channel (``input``, archived by the Audit Log), and must be routed to the
    channel named (:class:`ChannelMismatch` otherwise);
-3. a message over the limit becomes a sequence (:func:`rdss.sequences.split`) whose parts all
+3. a message over the limit becomes a sequence (:func:`rdss.model.sequences.split`) whose parts all
    carry the sequence id as partition key, so they land on one shard, in order;
 4. the Local Data Repository records every message (every part) TO_SEND;
 5. the transport publishes and blocks until each is acknowledged (PutRecords batches of 500,
@@ -36,16 +36,17 @@ from typing import Any
 
 import orjson
 
-from rdss import MAX_MESSAGE_BYTES, history
-from rdss.errors import ErrorCode
+from rdss import MAX_MESSAGE_BYTES
+from rdss.deployment.topology import RDSS
 from rdss.gateway.backend import Outgoing, Transport
 from rdss.gateway.exceptions import ChannelMismatch, MessageRefused, Refusal, SendFailed, Undelivered
-from rdss.logs import message_fields
-from rdss.repository.conflicts import DIGEST_ATTRIBUTE, message_digest
+from rdss.model import history
+from rdss.model.conflicts import DIGEST_ATTRIBUTE, message_digest
+from rdss.model.errors import ErrorCode
+from rdss.model.sequences import split
+from rdss.model.validation import validate
+from rdss.observability.outside import message_fields
 from rdss.repository.entries import SENT, TO_SEND, Entry, Repository
-from rdss.sequences import split
-from rdss.topology import RDSS
-from rdss.validation import validate
 
 _log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class _Prepared:
     records: list[tuple[dict[str, Any], bytes]]
     key: str
     #: per record: the digest telling a resend from another message under its id (the inline
-    #: broker's conflicts, rdss.repository.conflicts), so that it need not parse the payload again
+    #: broker's conflicts, rdss.model.conflicts), so that it need not parse the payload again
     digests: list[str]
 
 
@@ -162,7 +163,7 @@ class Sender:
         return str(entry)
 
     def _digest(self, message: Mapping[str, Any]) -> str:
-        """The digest an inline broker tells conflicts by (rdss.repository.conflicts), computed
+        """The digest an inline broker tells conflicts by (rdss.model.conflicts), computed
         here where the message is parsed already; "" where no inline broker checks them."""
         inline = getattr(self.transport, "inline", None)
         return message_digest(message) if getattr(inline, "claims", None) is not None else ""

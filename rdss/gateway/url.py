@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
-from rdss.display import redact
+from rdss.host.display import redact
 
 #: The URL ``Gateway()`` uses when neither ``RDSS_GATEWAY_URL`` nor a running local runtime names
 #: one (the commands never do: with none named they exit 2).
@@ -41,7 +41,7 @@ _KNOWN: dict[str, frozenset[str]] = {
 
 class URLError(ValueError):
     """A gateway URL that cannot be used; the message says what is wrong with it, the URL's
-    secrets (a password, a token) replaced by ``***`` (:func:`rdss.display.redact`): the
+    secrets (a password, a token) replaced by ``***`` (:func:`rdss.host.display.redact`): the
     message is printed and logged."""
 
     def __init__(self, message: str) -> None:

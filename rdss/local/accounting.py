@@ -15,11 +15,11 @@ broker's Local Data Repository and the archives, the way an operator would estab
 
 Only the processors' rejections answer for a published record. A consumer's move - a record a
 gateway receiver put on ``invalid`` or ``error`` itself, keyed ``moved:<group>``
-(:func:`rdss.rejection.moved_by`) - never entered ``input``: it is listed apart
+(:func:`rdss.model.rejection.moved_by`) - never entered ``input``: it is listed apart
 (:attr:`Accounting.moves`), whatever its header holds. A record of those channels that cannot be
 read back (not a decorated record, a claim check kept elsewhere) is counted, never a crash.
 
-The audit archive is read as entries (:mod:`rdss.archive`), each record counted once by its
+The audit archive is read as entries (:mod:`rdss.archive.entries`), each record counted once by its
 identity however many times it was archived (Firehose and a restarted archiver are at least once).
 """
 
@@ -32,13 +32,14 @@ from typing import Any
 import orjson
 from botocore.exceptions import ClientError
 
-from rdss import archive, decoration, history
+from rdss.archive import entries as archive
+from rdss.deployment.topology import RDSS
 from rdss.local.runtime import Published, Runtime
-from rdss.rejection import moved_by
+from rdss.model import decoration, history
+from rdss.model.rejection import moved_by
+from rdss.processors.sequencer.store import PENDING
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import record_key, redriven_key
-from rdss.sequencer.store import PENDING
-from rdss.topology import RDSS
 
 ROUTED = tuple(c.name for c in RDSS.channels_of("routed"))
 OUTCOMES = ("routed", "invalid", "error", "duplicate", "refused")
@@ -125,7 +126,7 @@ def read_channel(runtime: Runtime, channel: str) -> list[bytes]:
 @dataclass(frozen=True)
 class StreamRecord:
     """One record of a stream: its data and the partition key it was put with (which tells a
-    consumer's move, ``moved:<group>``, from the broker's rejections: :func:`rdss.rejection.moved_by`)."""
+    consumer's move, ``moved:<group>``, from the broker's rejections: :func:`rdss.model.rejection.moved_by`)."""
 
     partition_key: str
     data: bytes

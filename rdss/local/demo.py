@@ -26,17 +26,17 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from rdss import messages
-from rdss.display import rich_text as line
+from rdss.host.display import rich_text as line
+from rdss.host.resources import examples_dir
 from rdss.local import KEPT_DEMO_ENVIRONMENT
 from rdss.local.accounting import Accounting, Input, account
 from rdss.local.emulator import Endpoint, connect
 from rdss.local.positions import Positions
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.state import StateDirectory, default_directory
-from rdss.resources import examples_dir
-from rdss.sequences import split
-from rdss.workload import Workload
+from rdss.model import messages
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
 
 
 def builtin_inputs(bulk: int = 300) -> list[tuple[str, list[bytes]]]:
@@ -205,7 +205,7 @@ def _trace_one(runtime: Runtime, result: Accounting, kept: dict[str, Any] | None
     Its ``command`` is the one that traces it after the demo: on a kept local deployment once
     ``rdss local up`` serves it again (the running runtime is the default deployment), on an
     endpoint someone else runs by its URL; a demo not kept leaves nothing to trace."""
-    from rdss.trace import Tracer
+    from rdss.trace.tracer import Tracer
 
     by_id: dict[str, set[str]] = {}
     for item in result.inputs:
@@ -251,7 +251,7 @@ def _audit(result: Accounting, published: int) -> dict[str, Any]:
 def _analytics(runtime: Runtime) -> dict[str, Any]:
     """The Glue jobs, run locally on a copy of the archives (:mod:`rdss.analytics.jobs`)."""
     from rdss.analytics.jobs import Layout, export_archives, run_jobs
-    from rdss.resources import GlueUnavailable
+    from rdss.host.resources import GlueUnavailable
 
     s3 = runtime.endpoint.client("s3")
     with tempfile.TemporaryDirectory(prefix="rdss-archive-") as scratch:

@@ -25,11 +25,11 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from rdss.deployment.topology import Deployment
 from rdss.local.authorise import Authoriser
 from rdss.local.durable import Changes, DurableApp, Recovery
 from rdss.local.server import Listener
 from rdss.local.state import StateDirectory
-from rdss.topology import Deployment
 
 DEFAULT_REGION = "eu-west-2"
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=30)

@@ -13,7 +13,7 @@ and act on the answer the way Lambda does:
 * a batch failing more than ``max_retries`` times, or older than ``max_record_age``: Lambda's
   invocation record for it (:class:`FailedBatch`: shard, first and last sequence number - a
   pointer, not the records) goes to the on-failure destination and the shard moves on;
-  ``rdss redrive`` (:mod:`rdss.redrive`) follows the pointer and puts the records back.
+  ``rdss redrive`` (:mod:`rdss.processors.redrive`) follows the pointer and puts the records back.
 
 Checkpoints are kept in memory by default; pass a ``checkpoints`` dict to share or persist them.
 """

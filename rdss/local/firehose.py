@@ -6,7 +6,7 @@ writes to Firehose in AWS. Each :class:`DeliveryStream` buffers the records it a
 delivers them as one object when the buffer reaches ``buffer_bytes`` or is ``buffer_seconds``
 old (Firehose's buffering hints), or when the runtime drains: the records concatenated as they
 came (no compression or delimiter of its own - each record is a gzip member, so an object is a
-gzip file of several members), named as Firehose names objects (:func:`rdss.archive.object_key`,
+gzip file of several members), named as Firehose names objects (:func:`rdss.archive.entries.object_key`,
 ``.gz``), under the hour prefix of the oldest record's arrival.
 
 What a delivery stream accepted survives the process: the buffer is kept in the destination
@@ -27,7 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rdss import archive
+from rdss.archive import entries as archive
 from rdss.local import limits
 
 #: Where a delivery stream keeps its buffer, in its destination bucket.

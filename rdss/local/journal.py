@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from rdss.safefiles import Directory
+from rdss.host.safefiles import Directory
 
 MAGIC = b"\xabRJ2"
 _HEADER = struct.Struct(">4sQII")  # magic, index, meta length, body length

@@ -34,17 +34,17 @@ from typing import Any
 import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.archiving import ArchiverApp
-from rdss.broker import Broker
-from rdss.errors import ErrorCode
+from rdss.archive.app import ArchiverApp
+from rdss.aws.putrecords import PutRecordsBatcher, Record
+from rdss.deployment.topology import RDSS, Deployment, Resolved, from_environment
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping, FailedBatch
 from rdss.local.firehose import DeliveryStream, LocalFirehose
 from rdss.local.positions import Positions
-from rdss.local.vendors import LocalVendor, deprovision_vendors, provision_vendors
-from rdss.putrecords import PutRecordsBatcher, Record
-from rdss.sequencer import Sequencer, Sweep
-from rdss.topology import RDSS, Deployment, Resolved, from_environment
+from rdss.local.vendor_stack import LocalVendor, deprovision_vendors, provision_vendors
+from rdss.model.errors import ErrorCode
+from rdss.processors.broker import Broker
+from rdss.processors.sequencer import Sequencer, Sweep
 
 _log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ A pickle runs code named in it when it is read, so a snapshot is verified before
   re-exported by a moto module;
 * a snapshot written by another moto version is refused (:class:`SnapshotError`).
 
-The file is written beside its final name, synced, then renamed over it (:mod:`rdss.safefiles`),
+The file is written beside its final name, synced, then renamed over it (:mod:`rdss.host.safefiles`),
 so a crash leaves the old snapshot or the new one, never half of one.
 """
 
@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from rdss.safefiles import Directory
+from rdss.host.safefiles import Directory
 
 SNAPSHOT = "snapshot"
 MAGIC = b"RDSS snapshot 2\n"

@@ -16,7 +16,7 @@ Layout (all owned by the runtime; the directory is made mode 0700, files 0600):
 * ``*.damaged-<time>`` - what a start found damaged, kept as it was, beside a ``.txt`` that
   names what it held (:mod:`rdss.local.damage`).
 
-Nothing is read before the directory and every entry in it pass :mod:`rdss.safefiles`' checks
+Nothing is read before the directory and every entry in it pass :mod:`rdss.host.safefiles`' checks
 (this user's, not writable by group or others, no symbolic links), as OpenSSH treats ``~/.ssh``.
 
 The default directory is ``$XDG_STATE_HOME/rdss/local/<env>`` (``~/.local/state/rdss/local/<env>``
@@ -30,7 +30,7 @@ import os
 import time
 from pathlib import Path
 
-from rdss.safefiles import Directory, UnsafeFile
+from rdss.host.safefiles import Directory, UnsafeFile
 
 MARKER = "RDSS-LOCAL-STATE"
 #: The layout's format: 2 frames the journal with checksums and authenticates snapshots.

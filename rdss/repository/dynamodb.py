@@ -42,9 +42,9 @@ _CLAIM_ATTEMPTS = 4
 
 def _delay(attempt: int) -> float:
     """The pause before retry ``attempt`` of a throttled or conflicting write: 50 ms doubling,
-    jittered (several shards' batches collide) - :mod:`rdss.retry`'s backoff, loaded by the first
+    jittered (several shards' batches collide) - :mod:`rdss.model.retry`'s backoff, loaded by the first
     retry rather than at a cold import."""
-    from rdss.retry import Backoff
+    from rdss.model.retry import Backoff
 
     return Backoff(max_retries=_CLAIM_ATTEMPTS + 2, base=0.025, jitter=True).delay(attempt)
 

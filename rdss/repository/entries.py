@@ -12,14 +12,14 @@ Key forms, all in the key attribute the topology declares for the ``messages`` t
 ``<messageId>``             the broker's claim of a valid message (de-duplication)
 ``record#<shard>/<seq>``    the broker's claim of an invalid record (its id is untrusted)
 ``ledger#<uuid>``           a broker batch's ledger: the records whose outputs were sent
-``attempts#<shard>/<seq>``  a processor's failed attempts at one record (:mod:`rdss.attempts`)
+``attempts#<shard>/<seq>``  a processor's failed attempts at one record (:mod:`rdss.processors.attempts`)
 ``conflict#<shard>/<seq>``  a record reusing a claimed messageId with a different body
 ``redriven#<shard>/<seq>``  a parked record ``rdss redrive`` put back, naming its new record
 ``gateway:<app>:<id>``      an application's entry in a DynamoDB store a gateway uses
 ==========================  ========================================================
 
 Only the broker and the sequencer write the deployment's ``messages`` table, and ``rdss redrive``
-(:mod:`rdss.redrive_claims`), run by an operator, which releases the claims of parked records
+(:mod:`rdss.processors.redrive_claims`), run by an operator, which releases the claims of parked records
 before it puts them back and notes where each went; a gateway keeps its entries in a store of its
 own (:mod:`rdss.repository.stores`), and no vendor's role may write the table. Nothing a producer
 writes - a record's bytes, its partition key - names a key here for the broker to trust: a
@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from rdss.topology import RDSS
+from rdss.deployment.topology import RDSS
 
 #: The spec's statuses of a Local Data Repository entry.
 RECEIVED, TO_SEND, SENT = "RECEIVED", "TO_SEND", "SENT"

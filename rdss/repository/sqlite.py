@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rdss.host.statedir import StateError, creatable
 from rdss.repository.entries import Entry
-from rdss.statedir import StateError, creatable
 
 #: The first bytes of every SQLite database file.
 _HEADER = b"SQLite format 3\x00"
@@ -22,7 +22,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     survive any of them being killed (WAL, ``synchronous=NORMAL``, a busy timeout).
 
     The file is created in a directory that exists, or under the state directory
-    (:func:`rdss.statedir.creatable`); a file that is there already must be a SQLite database:
+    (:func:`rdss.host.statedir.creatable`); a file that is there already must be a SQLite database:
     ``ldr=sqlite:///etc/passwd`` is refused without a byte of it written.
 
     Raises:

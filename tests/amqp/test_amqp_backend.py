@@ -16,14 +16,14 @@ import orjson
 import pika
 import pytest
 
-from rdss import history
 from rdss.gateway import Gateway, Received, Receiver, SendFailed
 from rdss.gateway.amqp import AmqpTransport, Tier, mosaic, parse_tiers, routing_key
 from rdss.gateway.amqp.redeliveries import SqliteRedeliveries
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.url import URLError, parse
-from rdss.messages import new_message, serialise
-from rdss.workload import Workload
+from rdss.model import history
+from rdss.model.messages import new_message, serialise
+from rdss.model.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support.hops import unhopped
 from tests.support.rabbitmq import RabbitMQ
@@ -176,7 +176,7 @@ def test_request_reply_through_the_broker(url):
         stop = threading.Event()
 
         def answer() -> None:
-            from rdss.messages import reply
+            from rdss.model.messages import reply
 
             with repository.receiver("metadata", poll_interval=0.05) as inbox:
                 while not stop.is_set():
@@ -221,7 +221,7 @@ def test_invalid_messages_are_decorated_and_moved_never_delivered(url, rabbitmq)
 def test_an_expired_message_goes_to_the_error_queue(url, rabbitmq):
     from datetime import timedelta
 
-    from rdss import timestamps
+    from rdss.model import timestamps
 
     expired = new_message(
         "MetadataDelete",

@@ -8,7 +8,7 @@ import pytest
 
 from rdss.gateway import Gateway
 from rdss.gateway.amqp import AmqpTransport
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.amqp.test_amqp_backend import collect
 from tests.support.rabbitmq import TcpProxy
 

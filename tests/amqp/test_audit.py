@@ -15,15 +15,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rdss import archive
-from rdss.archiver import Archiver, DirectorySink
-from rdss.bridge import open_bridge
+from rdss.archive import entries as archive
 from rdss.gateway import ChannelMismatch, Gateway, Received
+from rdss.gateway.bridge import open_bridge
+from rdss.gateway.wiretap import Archiver, DirectorySink
 from rdss.local.accounting import read_archive, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.messages import new_message, reply
-from rdss.workload import Workload
+from rdss.model.messages import new_message, reply
+from rdss.model.workload import Workload
 from tests.amqp.conftest import run_rdss
 from tests.support.traffic import channel_mix
 

@@ -12,12 +12,12 @@ import time
 import orjson
 import pytest
 
-from rdss import history
-from rdss.bridge import Bridge, open_bridge
 from rdss.gateway import Gateway
-from rdss.gateway import memory as memory_backend
-from rdss.messages import serialise
-from rdss.workload import Workload
+from rdss.gateway.bridge import Bridge, open_bridge
+from rdss.gateway.log import memory as memory_backend
+from rdss.model import history
+from rdss.model.messages import serialise
+from rdss.model.workload import Workload
 from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect, drain, namespace
 from tests.support.hops import unhopped

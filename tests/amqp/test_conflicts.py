@@ -12,9 +12,9 @@ import pytest
 from rdss.gateway import Gateway
 from rdss.gateway.amqp import AmqpTransport
 from rdss.gateway.claims import SqliteClaims
-from rdss.repository.conflicts import CONFLICT, message_digest
+from rdss.model.conflicts import CONFLICT, message_digest
+from rdss.model.workload import Workload
 from rdss.repository.entries import RECEIVED
-from rdss.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support.rabbitmq import RabbitMQ
 

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdss.bridge import open_bridge
 from rdss.gateway import Gateway
-from rdss.gateway import memory as memory_backend
 from rdss.gateway.amqp import AmqpTransport, fieldtables, routing_key
 from rdss.gateway.amqp.naming import H_ENVELOPE
-from rdss.messages import serialise
-from rdss.workload import Workload
+from rdss.gateway.bridge import open_bridge
+from rdss.gateway.log import memory as memory_backend
+from rdss.model.messages import serialise
+from rdss.model.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.amqp.test_amqp_backend import collect
 from tests.support.rabbitmq import RabbitMQ

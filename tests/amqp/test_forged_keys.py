@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdss import decoration
 from rdss.gateway import Gateway
 from rdss.gateway.amqp import AmqpTransport
 from rdss.gateway.amqp.naming import H_KEY
 from rdss.gateway.backend import Outgoing
-from rdss.rejection import moved_by
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.rejection import moved_by
+from rdss.model.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support.rabbitmq import RabbitMQ
 

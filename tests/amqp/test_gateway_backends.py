@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration
 from rdss.gateway import Gateway, Outgoing, Received, Rejected
 from rdss.gateway.backend import Delivery
-from rdss.messages import Message
-from rdss.retry import Backoff
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.messages import Message
+from rdss.model.retry import Backoff
+from rdss.model.workload import Workload
 from tests.support.hops import unhopped
 from tests.support.traffic import channel_mix
 

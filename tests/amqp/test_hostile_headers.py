@@ -42,8 +42,8 @@ from rdss.gateway.amqp.naming import (
     H_QUEUE,
     H_REASON,
 )
-from rdss.messages import serialise
-from rdss.workload import Workload
+from rdss.model.messages import serialise
+from rdss.model.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support.rabbitmq import RabbitMQ
 

@@ -25,9 +25,9 @@ from rdss.adaptors.oai_pmh import (
     translate,
 )
 from rdss.gateway import Gateway
-from rdss.messages import Message, serialise
-from rdss.retry import Backoff
-from rdss.validation import validate
+from rdss.model.messages import Message, serialise
+from rdss.model.retry import Backoff
+from rdss.model.validation import validate
 from tests.amqp.conftest import ROOT, run_rdss
 from tests.amqp.test_amqp_backend import collect
 from tests.support.oai_pmh_server import OaiPmhServer

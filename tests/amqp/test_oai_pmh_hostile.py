@@ -15,7 +15,7 @@ import pytest
 from rdss.adaptors.oai_pmh import HarvestError, OaiPmhAdaptor, OaiPmhClient
 from rdss.adaptors.oai_pmh import fetch as oai_fetch
 from rdss.cli import adaptor as adaptor_cli
-from rdss.retry import Backoff
+from rdss.model.retry import Backoff
 from tests.amqp.conftest import run_rdss
 from tests.amqp.test_oai_pmh import PROFILE, Outbox, item, stamp
 from tests.support.oai_pmh_server import OaiPmhServer, drip, endless, redirect

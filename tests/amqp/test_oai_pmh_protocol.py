@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from rdss.adaptors.oai_pmh import HarvestError, OaiPmhAdaptor, OaiPmhClient, ResumptionTokenLoop
 from rdss.adaptors.oai_pmh.client import MAX_RETRY_AFTER
-from rdss.messages import Message
-from rdss.retry import Backoff
+from rdss.model.messages import Message
+from rdss.model.retry import Backoff
 from tests.amqp.conftest import run_rdss
 from tests.amqp.test_oai_pmh import PROFILE, Outbox, item
 from tests.amqp.test_oai_pmh_hostile import NO_RETRY, first_page, harvester, resumes_and_loses_nothing

@@ -14,7 +14,7 @@ import pytest
 from rdss.gateway import Gateway, Received, Receiver
 from rdss.gateway.amqp import AmqpTransport
 from rdss.gateway.backend import Outgoing
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.amqp.conftest import amqp_url
 from tests.support import odd_records
 from tests.support.rabbitmq import RabbitMQ

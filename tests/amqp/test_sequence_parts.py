@@ -12,10 +12,10 @@ import json
 import orjson
 import pytest
 
-from rdss import decoration, history
 from rdss.gateway import Gateway
 from rdss.gateway.amqp import AmqpTransport
 from rdss.gateway.backend import Outgoing
+from rdss.model import decoration, history
 from tests.support.parts import other_fragment, parts_of
 from tests.support.rabbitmq import RabbitMQ
 

@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from glue_jobs import audit_compaction, audit_report, schema
-from rdss import archive
+from rdss.archive import entries as archive
 from rdss.bench.glue_archive import Archive, write_archive
 from stacks.analytics import CURATED_PREFIX, REPORTS_PREFIX
 from tests.analytics.tables import GlueTable, glue_tables, load

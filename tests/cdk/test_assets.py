@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rdss.topology import RDSS, Processor
+from rdss.deployment.topology import RDSS, Processor
 from stacks import lambda_python
 from tests.cdk.conftest import Synthesized
 
@@ -26,8 +26,8 @@ def test_asset_holds_handler_package_schemas_and_dependencies(dev: Synthesized, 
     source = Path(__file__).resolve().parents[2] / "lambdas" / processor.name / "handler.py"
     assert (root / "handler.py").read_bytes() == source.read_bytes()
     assert (root / "rdss" / "__init__.py").is_file()
-    assert (root / "rdss" / "topology.py").is_file()
-    # rdss.schemas finds schemas/ beside the package
+    assert (root / "rdss" / "deployment" / "topology.py").is_file()
+    # rdss.model.schemas finds schemas/ beside the package
     assert (root / "schemas" / "message" / "header.json").is_file()
     for package in ("orjson", "jsonschema_rs", "aws_lambda_powertools", "aws_xray_sdk"):
         assert (root / package).is_dir(), package

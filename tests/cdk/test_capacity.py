@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from rdss.bench.cost import alarm_count
-from rdss.settings import load_file
-from rdss.topology import RDSS, Deployment
+from rdss.cost.estimate import alarm_count
+from rdss.deployment.settings import load_file
+from rdss.deployment.topology import RDSS, Deployment
 from stacks.config import load
 from stacks.state import CLAIMS_TABLE
 from tests.cdk.conftest import CONTEXT, Synthesized, synthesize
@@ -162,7 +162,7 @@ def test_the_cost_model_counts_the_alarms_the_stack_raises(synthesized: Synthesi
 
 @pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
 def test_the_cost_model_prices_the_settings_the_cdk_app_deploys(environment: str) -> None:
-    """rdss bench cost reads cdk.json without the CDK (rdss.settings.load_file): the same typed
+    """rdss bench cost reads cdk.json without the CDK (rdss.deployment.settings.load_file): the same typed
     settings, from the same file, as the app's synthesis with no -c overrides."""
     assert load_file(environment) == load(CONTEXT["rdss"], environment, environ={})
     assert load_file(environment, ROOT / "cdk.json") == load_file(environment)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rdss.topology import RDSS
+from rdss.deployment.topology import RDSS
 from tests.cdk.conftest import Synthesized
 
 #: Resources that hold data: prod retains them on stack deletion, dev deletes them.

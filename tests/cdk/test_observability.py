@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from rdss.topology import RDSS
+from rdss.deployment.topology import RDSS
 from tests.cdk.conftest import Synthesized
 
 LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"

@@ -1,11 +1,11 @@
-"""The topology description (rdss.topology.RDSS) and the template agree, in every environment."""
+"""The topology description (rdss.deployment.topology.RDSS) and the template agree, in every environment."""
 
 from __future__ import annotations
 
 import pytest
 from aws_cdk.assertions import Match
 
-from rdss.topology import RDSS, Deployment, Processor
+from rdss.deployment.topology import RDSS, Deployment, Processor
 from stacks.bundling import handler_location
 from stacks.nag import flatten
 from stacks.state import CLAIMS_TABLE
@@ -182,7 +182,7 @@ def test_scheduled_processors_run_on_their_schedule(synthesized: Synthesized, pr
 
 
 def test_every_archived_channel_has_a_direct_put_firehose_to_its_bucket(synthesized: Synthesized) -> None:
-    from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
+    from rdss.archive.entries import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
 
     names = deployment(synthesized)
     archived = RDSS.archived()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rdss.cli import main
-from rdss.topology import RDSS
+from rdss.deployment.topology import RDSS
 from stacks.config import ConfigError, load
 from tests.cdk.conftest import CONTEXT, Synthesized
 from tests.cdk.support import references

@@ -1,4 +1,4 @@
-"""The Glue jobs read archive entries (rdss/archive.py) with their Java half: each record's exact
+"""The Glue jobs read archive entries (rdss/archive/entries.py) with their Java half: each record's exact
 bytes once, whatever they are, however many times it was archived; legacy archives as before."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import orjson
 import pyarrow.parquet as pq
 
 from glue_jobs import audit_compaction, audit_report, runtime, schema
-from rdss import archive, decoration
+from rdss.archive import entries as archive
 from rdss.bench.glue_inprocess import compact_in_process
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 from tests.glue.conftest import compact
 from tests.support import archives
 
@@ -74,7 +75,7 @@ def test_each_record_once_with_its_exact_bytes_however_often_archived(spark: Any
         records["not UTF-8"]: schema.REJECT_NOT_UTF8,
         b"": schema.REJECT_NOT_JSON,
     }
-    # the single-process version reads the entries with rdss.archive and counts the same
+    # the single-process version reads the entries with rdss.archive.entries and counts the same
     assert compact_in_process(tmp_path / "in", tmp_path / "single", tmp_path / "errors") == counts
 
 

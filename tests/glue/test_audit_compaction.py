@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_jobs import audit_compaction, schema
-from rdss import archive
+from rdss.archive import entries as archive
 from rdss.bench.glue_inprocess import compact_in_process
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.glue.conftest import Compacted, compact
 from tests.support import archives
 

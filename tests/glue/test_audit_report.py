@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_jobs import audit_report, schema
-from rdss import archive
-from rdss.decoration import decorate
-from rdss.errors import ErrorCode
+from rdss.archive import entries as archive
+from rdss.model.decoration import decorate
+from rdss.model.errors import ErrorCode
 from tests.glue.conftest import Compacted
 from tests.glue.test_audit_compaction import hive_type, plain, read_rows
 from tests.support import archives

@@ -1,8 +1,8 @@
 """The compaction with the errors archive (``--errors``): records accounted as the broker decided.
 
 The archives are made the way the running system makes them: every record in the audit archive
-as sent, and what the broker does with each - the real classifier (rdss.validation), messageIds
-claimed by valid records only, rejections decorated (rdss.decoration) into the errors archive.
+as sent, and what the broker does with each - the real classifier (rdss.model.validation), messageIds
+claimed by valid records only, rejections decorated (rdss.model.decoration) into the errors archive.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from glue_jobs import audit_compaction, runtime, schema
-from rdss import archive, decoration
+from rdss.archive import entries as archive
 from rdss.bench.glue_archive import write_archive
 from rdss.bench.glue_inprocess import compact_in_process
-from rdss.errors import ErrorCode
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.errors import ErrorCode
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 from tests.glue.test_audit_compaction import plain, put, read_rows
 from tests.support import archives
 
@@ -34,7 +35,7 @@ MOMENT = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 
 @dataclass
 class Broker:
-    """What the broker decides for each record, in order (the claim rule of rdss.broker.app)."""
+    """What the broker decides for each record, in order (the claim rule of rdss.processors.broker.app)."""
 
     claimed: set[str] = field(default_factory=set)
     duplicates: int = 0
@@ -198,7 +199,7 @@ def test_a_generated_archive_with_broken_copies_counts_as_the_broker_did(spark: 
     rejected = audit_compaction.read_rejections(context, str(generated.errors_root))
     counts = audit_compaction.run(spark, lines, objects, str(tmp_path / "out"), rejected=rejected)
     assert counts == generated.expected_counts()
-    # the single-process reference (rdss.decoration recovers the payloads) agrees, row for row
+    # the single-process reference (rdss.model.decoration recovers the payloads) agrees, row for row
     assert compact_in_process(generated.root, tmp_path / "single", generated.errors_root) == counts
 
     def key(row: dict[str, Any]) -> str:

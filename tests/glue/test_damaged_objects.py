@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from glue_jobs import audit_compaction, audit_report, runtime
-from rdss import archive
-from rdss.workload import Workload
+from rdss.archive import entries as archive
+from rdss.model.workload import Workload
 from tests.support import archives
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -118,7 +118,7 @@ def test_any_object_is_read_up_to_its_damage_and_ends_with_one_line_saying_so(sp
 @given(data=st.binary(max_size=200).filter(lambda b: b[:2] != GZIP_MAGIC))
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_an_object_that_is_not_gzip_is_read_as_it_is(spark: Any, data: bytes) -> None:
-    """As rdss/archive.py reads it: an empty object has no lines, any other its bytes."""
+    """As rdss/archive/entries.py reads it: an empty object has no lines, any other its bytes."""
     assert decoded(spark, data) == data
 
 

@@ -1,5 +1,5 @@
 """The compaction's reading of errors-archive records (glue_jobs/java/rdss/glue/ErrorRecord.java)
-against rdss.decoration, which wrote them: the same payload, byte for byte, or none."""
+against rdss.model.decoration, which wrote them: the same payload, byte for byte, or none."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from glue_jobs import audit_compaction
-from rdss import decoration
-from rdss.errors import ErrorCode
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.errors import ErrorCode
+from rdss.model.workload import Workload
 
 DESCRIPTIONS = [
     "",  # decorate falls back to the spec's description

@@ -16,10 +16,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from glue_jobs import audit_compaction, audit_report, schema
-from rdss import decoration
-from rdss.messages import failure_reply
-from rdss.rejection import MOVED_PREFIX
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.messages import failure_reply
+from rdss.model.rejection import MOVED_PREFIX
+from rdss.model.workload import Workload
 
 #: Records as :func:`audit_compaction.locate` gives them: the curated columns and the ones the rules read.
 LOCATED = [

@@ -5,7 +5,7 @@ endpoint (moto's, or LocalStack's).
 Indented, multi-line-string, non-UTF-8, empty and compact records on ``input`` and (moved there
 by a consumer) on ``invalid``; the processors killed midway and restarted without their
 checkpoints, so the archiver archives again what it had archived. The raw archive holds those
-records twice; every reader counts each record once, with its exact bytes: rdss.archive, the
+records twice; every reader counts each record once, with its exact bytes: rdss.archive.entries, the
 demo's accounting, the Glue compaction job and ``rdss trace``."""
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_jobs import schema
-from rdss import archive, decoration
+from rdss.archive import entries as archive
+from rdss.aws.putrecords import PutRecordsBatcher, Record
 from rdss.cli import main
 from rdss.local.accounting import Input, account
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.putrecords import PutRecordsBatcher, Record
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 from tests.support import archives
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -107,7 +108,7 @@ def test_every_record_once_with_its_exact_bytes_across_a_restart(
     # the raw archive holds the first half twice ...
     assert len(audit) == len(payloads) + len(first_half)
     assert all(not entry.legacy for entry in audit)
-    # ... and rdss.archive reads each record once, its identity and its bytes as published
+    # ... and rdss.archive.entries reads each record once, its identity and its bytes as published
     once = list(archive.unique(audit))
     assert {entry.record: entry.payload for entry in once} == records
     assert {entry.stream for entry in once} == {second.deployment.stream("input")}

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from rdss import decoration, history
-from rdss.messages import new_message, reply
-from rdss.sequences import split
-from rdss.workload import Workload
+from rdss.model import decoration, history
+from rdss.model.messages import new_message, reply
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
 from tests.conftest import invalid_examples
 from tests.support.system import System
 

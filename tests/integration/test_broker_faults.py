@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.support.faults import Proxy, client_error, partial_put_records
 from tests.support.system import System
 

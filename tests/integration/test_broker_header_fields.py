@@ -11,11 +11,11 @@ import logging
 import orjson
 import pytest
 
-from rdss import decoration
-from rdss.messages import failure_reply
-from rdss.rejection import Rejector, moved_by
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.messages import failure_reply
+from rdss.model.rejection import Rejector, moved_by
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,7 @@ import orjson
 import pytest
 
 from rdss.local.emulator import Endpoint
-from rdss.sequences import split
+from rdss.model.sequences import split
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,10 @@ import logging
 import orjson
 import pytest
 
-from rdss import history
-from rdss.repository.conflicts import CONFLICT
-from rdss.trace import Tracer
-from rdss.workload import Workload
+from rdss.model import history
+from rdss.model.conflicts import CONFLICT
+from rdss.model.workload import Workload
+from rdss.trace.tracer import Tracer
 from tests.support import odd_records
 from tests.support.system import System
 

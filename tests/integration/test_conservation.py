@@ -22,16 +22,16 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration
+from rdss.aws.putrecords import PutRecordsBatcher, Record
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
 from rdss.local.accounting import Accounting, Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.putrecords import PutRecordsBatcher, Record
-from rdss.retry import Backoff
-from rdss.sequences import split
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.retry import Backoff
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
 from tests.support.faults import Proxy, client_error, partial_put_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

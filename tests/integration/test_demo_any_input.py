@@ -20,13 +20,13 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration, history
 from rdss.cli import main
-from rdss.messages import failure_reply, reply
-from rdss.rejection import Rejector
-from rdss.sequences import split
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import decoration, history
+from rdss.model.messages import failure_reply, reply
+from rdss.model.rejection import Rejector
+from rdss.model.sequences import split
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 from tests.support.mutations import mutations
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from rdss.cli import main
 from rdss.local import KEPT_DEMO_ENVIRONMENT
 from rdss.local.emulator import connect
 from rdss.local.runtime import Runtime, Settings
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.support.localup import serving
 
 pytestmark = pytest.mark.integration

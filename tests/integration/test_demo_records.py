@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from rdss.cli import main
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.support.mutations import mutations
 
 pytestmark = pytest.mark.integration

@@ -28,14 +28,14 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from rdss import archive
+from rdss.archive import entries as archive
+from rdss.aws.putrecords import PutRecordsBatcher, Record
+from rdss.deployment.topology import RDSS, Deployment, from_environment
+from rdss.host.pointers import gateway_url
 from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint
-from rdss.localstate import gateway_url
-from rdss.putrecords import PutRecordsBatcher, Record
-from rdss.sequences import split
-from rdss.topology import RDSS, Deployment, from_environment
-from rdss.workload import Workload
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
 from tests.support import cloudformation
 from tests.support.deployed import FunctionLog, HangingProxy, wait_for
 
@@ -395,7 +395,7 @@ def retries_a_batch_killed_at_its_timeout(stack: Stack) -> None:
     proxy = HangingProxy((address.hostname or "127.0.0.1", address.port or 80))
     try:
         variables = {**before["Environment"]["Variables"], "AWS_ENDPOINT_URL_DYNAMODB": proxy.url}
-        # under the processors' read timeout (20 s, rdss.aws.CLIENT_CONFIG), so Lambda's timeout
+        # under the processors' read timeout (20 s, rdss.aws.clients.CLIENT_CONFIG), so Lambda's timeout
         # cuts the hung call; and room for the retry: a new runtime (its init counts in the
         # invocation's duration) whose first batch loads the validators, on a loaded machine
         stack.reconfigure("broker", Timeout=HUNG_TIMEOUT, Environment={"Variables": variables})

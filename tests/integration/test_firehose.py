@@ -4,7 +4,7 @@ objects, hour prefixes), fed by PutRecordBatch of gzip members of archive entrie
 
 Firehose concatenates the records it buffered into one object; whatever an endpoint's Firehose
 does with buffering and prefix expressions, the objects it writes must read back, through
-:func:`rdss.archive.read`, as every record exactly, once per identity. (The local runtime does
+:func:`rdss.archive.entries.read`, as every record exactly, once per identity. (The local runtime does
 not use an emulator's Firehose: moto's and LocalStack's write each call at once and evaluate no
 ``!{timestamp:...}`` prefix, so its own delivery streams stand in - test_local_runtime.)
 """
@@ -18,9 +18,9 @@ import warnings
 import orjson
 import pytest
 
-from rdss import archive
-from rdss.archive import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
-from rdss.topology import RDSS
+from rdss.archive import entries as archive
+from rdss.archive.entries import FIREHOSE_ERROR_EXPRESSION, FIREHOSE_HOUR_EXPRESSION, OBJECT_EXTENSION
+from rdss.deployment.topology import RDSS
 from tests.support.system import System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdss import decoration
-from rdss.errors import ErrorCode
-from rdss.rejection import moved_by
-from rdss.trace import Tracer
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.errors import ErrorCode
+from rdss.model.rejection import moved_by
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
+from rdss.trace.tracer import Tracer
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration

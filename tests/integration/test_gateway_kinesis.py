@@ -10,12 +10,12 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration, history, timestamps
 from rdss.gateway import MessageRefused, RequestFailed, SendFailed, select
 from rdss.gateway.checkpoints import SHARD_END, TRIM_HORIZON, DynamoLeaseStore, Lease
 from rdss.local.emulator import wait_active
-from rdss.messages import new_message, reply
-from rdss.workload import Workload
+from rdss.model import decoration, history, timestamps
+from rdss.model.messages import new_message, reply
+from rdss.model.workload import Workload
 from tests.support.faults import Proxy, partial_put_records
 from tests.support.gateway_system import open_gateway, vendor_table
 from tests.support.system import System

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.support.gateway_system import process_environment
 from tests.support.system import System
 

@@ -15,8 +15,8 @@ import pytest
 from rdss.gateway import Gateway
 from rdss.gateway.backend import state_directory
 from rdss.gateway.url import URLError
+from rdss.model.workload import Workload
 from rdss.repository import RECEIVED, SENT
-from rdss.workload import Workload
 from tests.support.gateway_system import FAST, gateway_url, vendor_table
 from tests.support.system import System
 

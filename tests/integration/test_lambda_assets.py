@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss.deployment.topology import RDSS
 from rdss.local.events import esm_event
-from rdss.sequences import split
-from rdss.topology import RDSS
-from rdss.workload import Workload
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
 from stacks import lambda_python
 from stacks.bundling import PYTHON_312_ARM64, PYTHON_312_X86_64, built
 from tests.support.system import System

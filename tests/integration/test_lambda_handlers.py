@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss.deployment.topology import RDSS
 from rdss.local.events import esm_event
-from rdss.topology import RDSS
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration

@@ -29,8 +29,8 @@ from rdss.gateway import Gateway, SendFailed
 from rdss.local.accounting import read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.local.vendors import LocalVendor
-from rdss.workload import Workload
+from rdss.local.vendor_stack import LocalVendor
+from rdss.model.workload import Workload
 from tests.integration.test_vendor_config import caller, deployed_statements, deployment_url
 from tests.support.iam import Call, allowed
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from botocore.exceptions import ClientError
 
-from rdss import archive
+from rdss.archive import entries as archive
 from rdss.local.emulator import Endpoint
 from rdss.local.firehose import STAGING_PREFIX, DeliveryStream, LocalFirehose
 from tests.support import archives
@@ -264,7 +264,7 @@ def test_local_demo_runs_the_glue_jobs_on_the_archive(endpoint: Endpoint, tmp_pa
             "suite; the archive they read is checked on this endpoint by test_local_demo_follows_the_report_contract"
         )
     from rdss.local import demo
-    from rdss.workload import Workload
+    from rdss.model.workload import Workload
 
     messages = tmp_path / "messages"
     messages.mkdir()

@@ -89,7 +89,7 @@ def test_the_commands_find_the_local_runtime_without_exports(local_up: tuple[dic
 
     sdk = (
         "from rdss.gateway import Gateway\n"
-        "from rdss.messages import new_message\n"
+        "from rdss.model.messages import new_message\n"
         "with Gateway(application='sdk') as gateway:\n"
         "    print(gateway.url.raw)\n"
         "    gateway.send(new_message('MetadataDelete', {'objectUuid': '5fd3b1e4-6f5a-4d5e-9c1b-7c2a0d9e8b11'}))\n"

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from rdss import __version__
-from rdss.logs import LogSettings, configure
-from rdss.messages import new_message
+from rdss.model.messages import new_message
+from rdss.observability.outside import LogSettings, configure
 from tests.support.gateway_system import gateway_url, open_gateway, process_environment
 from tests.support.syslog import FakeSyslog, fake_syslog, parse
 from tests.support.system import System

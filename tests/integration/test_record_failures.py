@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss.broker import Broker
 from rdss.local.esm import FailedBatch, retry_from
+from rdss.model.workload import Workload
+from rdss.processors.broker import Broker
 from rdss.repository.entries import attempts_key
-from rdss.workload import Workload
 from tests.support import odd_records
 from tests.support.system import System
 
@@ -116,8 +116,8 @@ def test_a_transient_failure_is_retried_without_counting(system: System):
 
 
 def test_a_part_the_sequencer_fails_on_is_moved_after_its_attempts(system: System):
-    from rdss.sequencer import Sequencer
-    from rdss.sequences import split
+    from rdss.model.sequences import split
+    from rdss.processors.sequencer import Sequencer
 
     parts = split(Workload(70).large(30_000), 12_000)
     other = split(Workload(71).large(30_000), 12_000)

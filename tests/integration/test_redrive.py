@@ -16,16 +16,16 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import archive
+from rdss.archive import entries as archive
 from rdss.cli import main
+from rdss.deployment.topology import RDSS
 from rdss.local.accounting import Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.redrive import Redriver
-from rdss.retry import Backoff
-from rdss.topology import RDSS
-from rdss.trace import Tracer
-from rdss.workload import Workload
+from rdss.model.retry import Backoff
+from rdss.model.workload import Workload
+from rdss.processors.redrive import Redriver
+from rdss.trace.tracer import Tracer
 from tests.support.faults import Proxy, client_error
 
 pytestmark = pytest.mark.integration

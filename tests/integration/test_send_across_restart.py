@@ -20,13 +20,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rdss.errors import ErrorCode
+from rdss.deployment.topology import Deployment
 from rdss.gateway import Gateway, SendFailed
 from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint, deprovision, provision, start_embedded
-from rdss.retry import Backoff
-from rdss.topology import Deployment
-from rdss.workload import Workload
+from rdss.model.errors import ErrorCode
+from rdss.model.retry import Backoff
+from rdss.model.workload import Workload
 
 pytestmark = pytest.mark.integration
 

@@ -25,13 +25,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rdss import decoration, history
 from rdss.local.accounting import Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.sequencer import Sweep
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS
-from rdss.workload import Workload
+from rdss.model import decoration, history
+from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
+from rdss.model.workload import Workload
+from rdss.processors.sequencer import Sweep
 from tests.support.parts import arrivals, other_fragment, parts_of
 from tests.support.system import System
 

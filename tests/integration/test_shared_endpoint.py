@@ -19,8 +19,8 @@ import pytest
 from rdss.cli import main
 from rdss.local.emulator import Endpoint, start_embedded
 from rdss.local.runtime import Runtime, Settings
-from rdss.local.vendors import LocalVendor, provision_vendors
-from rdss.workload import Workload
+from rdss.local.vendor_stack import LocalVendor, provision_vendors
+from rdss.model.workload import Workload
 
 
 @pytest.fixture

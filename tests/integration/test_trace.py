@@ -19,9 +19,9 @@ from rdss.gateway import Gateway, Receipt, Received, Rejected
 from rdss.gateway.backend import state_directory
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.messages import reply
+from rdss.model.messages import reply
+from rdss.model.workload import Workload
 from rdss.repository.sqlite import SqliteRepository
-from rdss.workload import Workload
 
 pytestmark = pytest.mark.integration
 

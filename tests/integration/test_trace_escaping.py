@@ -15,8 +15,8 @@ from rdss.cli import main
 from rdss.gateway import Gateway
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 
 pytestmark = pytest.mark.integration
 

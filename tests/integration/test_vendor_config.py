@@ -20,18 +20,18 @@ import boto3
 import orjson
 import pytest
 
-from rdss import decoration
 from rdss.cli import main
+from rdss.deployment.vendors import VendorAccess
 from rdss.gateway import Gateway, Received
 from rdss.gateway.url import URLError, parse
 from rdss.local.accounting import StreamRecord, read_channel, read_stream_records
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
-from rdss.local.vendors import LocalVendor
+from rdss.local.vendor_stack import LocalVendor
+from rdss.model import decoration
+from rdss.model.retry import Backoff
+from rdss.model.workload import Workload
 from rdss.repository.dynamodb import create_table
-from rdss.retry import Backoff
-from rdss.vendors import VendorAccess
-from rdss.workload import Workload
 from tests.support.iam import Call, CallRecorder, allowed
 
 pytestmark = pytest.mark.integration
@@ -279,7 +279,7 @@ def stream_arn(runtime: Runtime, channel: str) -> str:
     return f"arn:aws:kinesis:{runtime.endpoint.region}:{account(runtime)}:stream/{runtime.deployment.stream(channel)}"
 
 
-#: What each vendor's part needs, spelt out here rather than read from rdss.vendors: PutRecord(s)
+#: What each vendor's part needs, spelt out here rather than read from rdss.deployment.vendors: PutRecord(s)
 #: on input for the producer (its messages), on invalid and error for the consumer (its moves);
 #: reads of what it consumes and of responses.
 NEEDS = {

@@ -57,7 +57,7 @@ def test_rdss_new_makes_a_message_that_rdss_validate_accepts(venv: Path, tmp_pat
 
 
 def test_the_installed_package_reads_its_own_schemas(venv: Path, tmp_path: Path) -> None:
-    probe = "import rdss, rdss.schemas as s; print(rdss.__file__); print(s.schemas_dir())"
+    probe = "import rdss, rdss.model.schemas as s; print(rdss.__file__); print(s.schemas_dir())"
     package, schemas = checked(run(venv / "bin/python", "-c", probe, cwd=tmp_path)).stdout.decode().split()
     site = str(venv / "lib")
     assert package.startswith(site), package  # not the checkout
@@ -92,7 +92,7 @@ def test_the_wheel_carries_the_examples_and_the_glue_jobs_but_no_build_products(
 
 
 def test_the_installed_package_finds_its_files_through_importlib_resources(venv: Path, tmp_path: Path) -> None:
-    probe = "from rdss import resources as r; print(r.examples_dir()); print(r.glue_jobs_source())"
+    probe = "from rdss.host import resources as r; print(r.examples_dir()); print(r.glue_jobs_source())"
     examples, jobs = checked(run(venv / "bin/python", "-c", probe, cwd=tmp_path)).stdout.decode().split()
     site = str(venv / "lib")
     assert examples.startswith(site), examples

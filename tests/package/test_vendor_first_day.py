@@ -108,7 +108,7 @@ def test_the_printed_configuration_works_in_a_fresh_shell_and_each_role_is_held_
 SENDER = """
 import json, sys
 from rdss.gateway import Gateway
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 
 url, count = sys.argv[1], int(sys.argv[2])
 first, batch = Workload(1).mix(1), Workload(2).mix(count)

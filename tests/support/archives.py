@@ -1,4 +1,4 @@
-"""Archive objects for tests: records framed as archive entries (:mod:`rdss.archive`), each
+"""Archive objects for tests: records framed as archive entries (:mod:`rdss.archive.entries`), each
 with an identity of its own, and read back."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from rdss import archive
-from rdss.workload import Workload
+from rdss.archive import entries as archive
+from rdss.model.workload import Workload
 
 # one counter for the whole test run: no two records framed here share an identity
 _SEQUENCE = itertools.count(1)

@@ -6,8 +6,8 @@ import os
 from typing import Any
 
 from rdss.gateway import Gateway
+from rdss.model.retry import Backoff
 from rdss.repository.dynamodb import create_table
-from rdss.retry import Backoff
 from tests.support.system import System
 
 FAST = Backoff(max_retries=3, base=0.001)

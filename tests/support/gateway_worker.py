@@ -22,7 +22,7 @@ import threading
 from typing import Any
 
 from rdss.gateway import Gateway, Received
-from rdss.gateway.kinesis import GATEWAY_CLIENT_CONFIG
+from rdss.gateway.log.kinesis import GATEWAY_CLIENT_CONFIG
 from tests.support.faults import Proxy
 
 

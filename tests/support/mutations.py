@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
-from rdss import schemas
+from rdss.model import schemas
 
 _WRONG_TYPE = {
     "string": 12345,

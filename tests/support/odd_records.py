@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from rdss import decoration
-from rdss.workload import Workload
+from rdss.model import decoration
+from rdss.model.workload import Workload
 
 #: Where a record belongs: "metadata" (delivered), or (channel, code) once moved.
 Place = str | tuple[str, str]

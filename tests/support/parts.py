@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from rdss.sequences import split
-from rdss.workload import Workload
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
 
 #: Totals from a real one to ones no sequence can have.
 TOTALS = st.one_of(st.integers(1, 6), st.sampled_from([10_000, 10_001, 2**31, 2**63, 10**30]))

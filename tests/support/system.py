@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.archiving import ArchiverApp
-from rdss.broker import Broker
+from rdss.archive.app import ArchiverApp
+from rdss.aws.putrecords import PutRecordsBatcher, Record
+from rdss.deployment.topology import Deployment, Resolved, from_environment
 from rdss.local.accounting import StreamRecord, read_stream, read_stream_records
 from rdss.local.emulator import Endpoint, deprovision, provision
 from rdss.local.esm import EventSourceMapping
-from rdss.putrecords import PutRecordsBatcher, Record
-from rdss.retry import Backoff
-from rdss.sequencer import Sequencer, Sweep
-from rdss.topology import Deployment, Resolved, from_environment
+from rdss.model.retry import Backoff
+from rdss.processors.broker import Broker
+from rdss.processors.sequencer import Sequencer, Sweep
 
 FAST_BACKOFF = Backoff(max_retries=3, base=0.001)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rdss.messages import Message
-from rdss.topology import RDSS
-from rdss.workload import Workload
+from rdss.deployment.topology import RDSS
+from rdss.model.messages import Message
+from rdss.model.workload import Workload
 
 
 def routes_to(message: Message, channel: str) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from rdss.amgi import SEND_FLUSH_EXTENSION, SendFailed
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.retry import Backoff
+from rdss.model.retry import Backoff
 
 ARN = "arn:aws:kinesis:eu-west-2:123456789012:stream/orders"
 
@@ -295,10 +295,10 @@ def test_unknown_ids_and_event_types_are_refused():
 def test_a_nack_with_an_error_code_moves_the_record_when_the_server_knows_the_channels():
     """Given where invalid and error are, a nack carrying one of the spec's codes refuses the
     record: decorated onto the code's channel and acknowledged. An unknown code is a plain nack."""
-    from rdss import decoration
     from rdss.amgi.kinesis import Rejections
     from rdss.amgi.types import NACK_ERROR_CODE_EXTENSION
-    from rdss.rejection import Rejector
+    from rdss.model import decoration
+    from rdss.model.rejection import Rejector
 
     extensions: list[dict] = []
 

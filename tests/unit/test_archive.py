@@ -1,4 +1,4 @@
-"""rdss.archive: entries keep records (any bytes, one line each), members stay within Firehose's
+"""rdss.archive.entries: entries keep records (any bytes, one line each), members stay within Firehose's
 record limit, the one reader reads entries and legacy lines, identities count once."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from rdss import archive
-from rdss.workload import Workload
+from rdss.archive import entries as archive
+from rdss.model.workload import Workload
 
 ODD = [
     orjson.dumps({"a": [1, 2], "s": "x\ny"}, option=orjson.OPT_INDENT_2),  # indented, an escaped newline

@@ -10,11 +10,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rdss import archive
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.archiving import ArchiverApp, FirehoseWriter
-from rdss.retry import Backoff
-from rdss.topology import Deployment, from_environment
+from rdss.archive import entries as archive
+from rdss.archive.app import ArchiverApp
+from rdss.archive.delivery import FirehoseWriter
+from rdss.deployment.topology import Deployment, from_environment
+from rdss.model.retry import Backoff
 
 DEPLOYMENT = Deployment("dev")
 NAMES = from_environment(DEPLOYMENT.environment_variables())

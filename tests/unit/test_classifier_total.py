@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from rdss import jsonkeys, timestamps
 from rdss.cli import main
-from rdss.errors import ErrorCode
 from rdss.gateway import Gateway, MessageRefused
-from rdss.gateway import memory as memory_backend
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.gateway.log import memory as memory_backend
+from rdss.model import jsonkeys, timestamps
+from rdss.model.errors import ErrorCode
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -221,7 +221,7 @@ def test_gateway_send_refuses_year_zero_with_a_verdict(create):
 
 
 def test_a_sequence_whose_joined_body_names_a_member_twice_is_malformed():
-    from rdss.sequences import SequenceError, join, split
+    from rdss.model.sequences import SequenceError, join, split
 
     whole = Workload(9).large(30_000)
     parts = split(whole, 12_000)

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from rdss.cli import main
-from rdss.workload import Workload
+from rdss.model.workload import Workload
 from tests.conftest import EXAMPLES
 
 VALID = EXAMPLES / "valid" / "metadata-create-event.json"

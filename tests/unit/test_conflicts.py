@@ -1,4 +1,4 @@
-"""What "the same message" means (rdss.repository.conflicts), and the inline broker's conflicts on
+"""What "the same message" means (rdss.model.conflicts), and the inline broker's conflicts on
 memory:// (issue 21, item 4)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from rdss import decoration, history
 from rdss.gateway import Gateway, Received
-from rdss.gateway import memory as memory_backend
 from rdss.gateway.claims import SqliteClaims
-from rdss.repository.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
+from rdss.gateway.log import memory as memory_backend
+from rdss.model import decoration, history
+from rdss.model.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
+from rdss.model.workload import Workload
 from rdss.repository.entries import RECEIVED
-from rdss.workload import Workload
 
 
 @pytest.fixture

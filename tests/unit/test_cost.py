@@ -14,12 +14,15 @@ import orjson
 import pytest
 
 from rdss.bench import broker as broker_bench
-from rdss.bench import cost, cost_peers, cost_rules, prices
 from rdss.bench.cost_measure import item_bytes, measure
-from rdss.bench.prices import PRICES
-from rdss.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
 from rdss.cli import main
-from rdss.settings import MAX_SETTINGS_BYTES, ConfigError, FunctionSettings, load, load_file
+from rdss.cost import estimate as cost
+from rdss.cost import peers as cost_peers
+from rdss.cost import prices
+from rdss.cost import rules as cost_rules
+from rdss.cost.prices import PRICES
+from rdss.deployment.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
+from rdss.deployment.settings import MAX_SETTINGS_BYTES, ConfigError, FunctionSettings, load, load_file
 
 GIB = 2**30
 MONTH = 730 * 3600  # seconds

@@ -9,12 +9,12 @@ import logging
 
 import pytest
 
-from rdss import display
 from rdss.cli import main
 from rdss.gateway import Gateway
 from rdss.gateway.url import URLError, parse
-from rdss.logs import JSONFormatter, LogSettings, TextFormatter, configure
-from rdss.syslog import SyslogFormatter
+from rdss.host import display
+from rdss.observability.outside import JSONFormatter, LogSettings, TextFormatter, configure
+from rdss.observability.syslog import SyslogFormatter
 
 SECRET = "S3cretPw"
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from glue_jobs import schema as glue_schema
-from rdss import bridge, messages, schemas, skeletons, validation, workload
 from rdss.bench import reference
+from rdss.deployment.topology import RDSS
+from rdss.gateway import bridge
 from rdss.gateway.amqp import naming
 from rdss.local import demo
-from rdss.topology import RDSS
+from rdss.model import messages, schemas, skeletons, validation, workload
 from tests.support import suites
 from tools import diagram
 
@@ -44,7 +45,7 @@ def _named_paths(section: str) -> list[str]:
 
 def test_the_topology_page_and_the_readme_diagram_are_generated_from_the_topology() -> None:
     stale = [str(path.relative_to(ROOT)) for path in diagram.stale()]
-    assert not stale, f"{', '.join(stale)} out of step with rdss/topology.py: run {diagram.COMMAND}"
+    assert not stale, f"{', '.join(stale)} out of step with rdss/deployment/topology.py: run {diagram.COMMAND}"
 
 
 def test_the_diagram_shows_every_channel_processor_table_and_archive() -> None:
@@ -133,11 +134,11 @@ def _kebab(name: str) -> str:
 def test_the_message_type_recipe_names_every_place_the_type_list_lives() -> None:
     named = set(_named_paths(_section("Adding a message type")))
     for path in (
-        "rdss/schemas.py",
-        "rdss/topology.py",
-        "rdss/skeletons.py",
+        "rdss/model/schemas.py",
+        "rdss/deployment/topology.py",
+        "rdss/model/skeletons.py",
         "glue_jobs/schema.py",
-        "rdss/workload.py",
+        "rdss/model/workload.py",
         "rdss/local/demo.py",
         "rdss/bench/reference.py",
         "schemas/model/enumerations.json",
@@ -157,7 +158,9 @@ def test_every_type_and_class_has_a_body_schema_a_route_an_example_and_a_referen
     body = schemas.body_schema(message_type, message_class)
     assert body is not None
     assert (ROOT / "schemas" / body).exists()
-    assert RDSS.route(message_type, message_class) is not None, f"rdss/topology.py: no Route for {message_type}"
+    assert RDSS.route(message_type, message_class) is not None, (
+        f"rdss/deployment/topology.py: no Route for {message_type}"
+    )
     example = ROOT / "examples/messages/valid" / f"{_kebab(message_type)}-{message_class.lower()}.json"
     assert example.exists(), f"no example {example.relative_to(ROOT)}"
     assert validation.validate(example.read_bytes(), now=None).error_code is None
@@ -197,7 +200,12 @@ def test_the_workload_mix_and_the_demo_cover_every_type_on_its_routed_channel() 
 
 def test_the_channel_recipe_names_the_hand_kept_channel_lists() -> None:
     named = set(_named_paths(_section("Adding a channel")))
-    assert {"rdss/topology.py", "rdss/bridge.py", "rdss/gateway/amqp/naming.py", "docs/topology.md"} <= named
+    assert {
+        "rdss/deployment/topology.py",
+        "rdss/gateway/bridge.py",
+        "rdss/gateway/amqp/naming.py",
+        "docs/topology.md",
+    } <= named
 
 
 def test_the_bridge_carries_every_routed_channel_by_default() -> None:

@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
-from rdss.broker import Broker
-from rdss.errors import ChannelKind, ErrorCode
-from rdss.topology import Deployment, from_environment
-from rdss.validation import Verdict, validate
-from rdss.workload import Workload
+from rdss.deployment.topology import Deployment, from_environment
+from rdss.model.errors import ChannelKind, ErrorCode
+from rdss.model.validation import Verdict, validate
+from rdss.model.workload import Workload
+from rdss.processors.broker import Broker
 
 _BASES = [Workload(300 + i).message(kind, "Event") for i, kind in enumerate(["MetadataCreate", "MetadataUpdate"] * 3)]
 

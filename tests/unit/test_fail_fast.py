@@ -25,10 +25,10 @@ from botocore.hooks import HierarchicalEmitter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdss.aws import assumed_session, client
-from rdss.awserrors import Answered, ClientConfigurationError, describe, transient, unusable
-from rdss.putrecords import PutRecordsBatcher, Record
-from rdss.retry import Backoff
+from rdss.aws.clients import assumed_session, client
+from rdss.aws.failures import Answered, ClientConfigurationError, describe, transient, unusable
+from rdss.aws.putrecords import PutRecordsBatcher, Record
+from rdss.model.retry import Backoff
 
 
 def refusal(code: str, status: int = 400) -> ClientError:

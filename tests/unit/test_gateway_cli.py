@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdss import history
 from rdss.cli import main
 from rdss.gateway import Gateway, select
-from rdss.gateway import memory as memory_backend
-from rdss.inputs import ndjson
-from rdss.messages import reply
-from rdss.sequences import sequence_id
-from rdss.workload import Workload
+from rdss.gateway.log import memory as memory_backend
+from rdss.host.inputs import ndjson
+from rdss.model import history
+from rdss.model.messages import reply
+from rdss.model.sequences import sequence_id
+from rdss.model.workload import Workload
 from tests.conftest import EXAMPLES
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 import pytest
 
-from rdss import decoration, history, timestamps
 from rdss.gateway import (
     Gateway,
     MessageRefused,
@@ -25,14 +24,15 @@ from rdss.gateway import (
     SendFailed,
     select,
 )
-from rdss.gateway import memory as memory_backend
 from rdss.gateway.consumer import Receiver
-from rdss.messages import new_message, reply
+from rdss.gateway.log import memory as memory_backend
+from rdss.model import decoration, history, timestamps
+from rdss.model.messages import new_message, reply
+from rdss.model.retry import Backoff
+from rdss.model.sequences import split
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 from rdss.repository.entries import RECEIVED, SENT, TO_SEND
-from rdss.retry import Backoff
-from rdss.sequences import split
-from rdss.validation import validate
-from rdss.workload import Workload
 
 FAST = Backoff(max_retries=3, base=0.001)
 
@@ -250,7 +250,7 @@ def test_unacknowledged_messages_come_again_after_a_restart(bus_name):
 
 def test_held_parts_keep_the_checkpoint_behind_them_across_a_restart(bus_name):
     producer, g = gateway(bus_name, "producer"), gateway(bus_name, "consumer")
-    from rdss.sequences import split
+    from rdss.model.sequences import split
 
     parts = split(Workload(12).large(1_500_000))
     assert len(parts) == 2
@@ -332,7 +332,7 @@ def test_expired_messages_go_decorated_to_the_error_channel_not_to_the_applicati
     [moved] = memory_backend.bus(bus_name).payloads("error")
     header = orjson.loads(moved)["messageHeader"]
     assert header["errorCode"] == "GENERR003"
-    from rdss import decoration
+    from rdss.model import decoration
 
     assert decoration.original(moved) == payload
 
@@ -626,7 +626,7 @@ def test_a_message_no_reply_answers_is_not_a_request_and_nothing_is_sent(bus_nam
 
 
 def test_a_sequence_that_never_completes_goes_to_the_error_channel_after_the_timeout(bus_name):
-    from rdss.sequences import split
+    from rdss.model.sequences import split
 
     g = gateway(bus_name, "consumer")
     parts = split(Workload(27).large(1_500_000))

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdss import history
-from rdss.sequences import join, split
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model import history
+from rdss.model.sequences import join, split
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 
 BROKER = history.Hop("rdss-dev-broker", "ip-10-0-0-1.eu-west-2.compute.internal", "2026-11-21T09:14:03.120Z")
 SEQUENCER = history.Hop("rdss-dev-sequencer", "10.0.0.2", "2026-11-21T09:14:03.480Z")

@@ -32,16 +32,17 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from rdss import display, skeletons
 from rdss.cli import main
 from rdss.cli.local import _banner
-from rdss.gateway import memory as memory_backend
+from rdss.deployment.settings import ConfigError, load
+from rdss.deployment.topology import Deployment
+from rdss.deployment.vendors import check_vendor_name, check_vendor_names, output_key, role_name
+from rdss.gateway.log import memory as memory_backend
+from rdss.host import display
 from rdss.local.accounting import Accounted, Accounting
 from rdss.local.demo import _render
-from rdss.local.vendors import parse_vendor
-from rdss.settings import ConfigError, load
-from rdss.topology import Deployment
-from rdss.vendors import check_vendor_name, check_vendor_names, output_key, role_name
+from rdss.local.vendor_stack import parse_vendor
+from rdss.model import skeletons
 from tests.conftest import EXAMPLES
 
 #: What must never reach a terminal raw: C0 controls but the line feed, DEL and C1, the bidi

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdss import decoration
 from rdss.gateway import Gateway
-from rdss.gateway import memory as memory_backend
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.inline_broker import InlineBroker
-from rdss.rejection import moved_by
-from rdss.workload import Workload
+from rdss.gateway.log import memory as memory_backend
+from rdss.model import decoration
+from rdss.model.rejection import moved_by
+from rdss.model.workload import Workload
 from tests.support.hops import unhopped
 
 

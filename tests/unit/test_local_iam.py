@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rdss.deployment.topology import Deployment
+from rdss.deployment.vendors import Arns, VendorAccess, trust_statement
 from rdss.local.iam import Request, decide, statements
-from rdss.topology import Deployment
-from rdss.vendors import Arns, VendorAccess, trust_statement
 from tests.support.iam import Call, allowed
 
 ACCOUNT, REGION = "123456789012", "eu-west-2"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from rdss import localstate
 from rdss.cli.common import CommandError, deployment_url
-from rdss.localstate import LocalState
+from rdss.host import pointers as localstate
+from rdss.host.pointers import LocalState
 
 ENDPOINT = "http://127.0.0.1:4599"
 
@@ -84,7 +84,7 @@ def test_a_client_aimed_at_the_runtime_gets_its_region_and_credentials_and_no_ot
 def test_rdss_clients_aimed_at_the_runtime_need_no_exports(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
-    from rdss.aws import client
+    from rdss.aws.clients import client
 
     localstate.write(state())
     kinesis = client("kinesis", endpoint_url=ENDPOINT)

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from rdss import __version__
-from rdss.logs import LogSettings, configure, message_fields, parse_address
-from rdss.workload import Workload
+from rdss.model.workload import Workload
+from rdss.observability.outside import LogSettings, configure, message_fields, parse_address
 from tests.support.syslog import fake_syslog, parse
 
 
@@ -120,15 +120,15 @@ def test_message_fields_of_a_part():
 
 
 def test_in_lambda_the_package_modules_write_the_processors_json_lines():
-    """rdss.observability, imported in a Lambda function, gives the ``rdss`` loggers the
+    """rdss.observability.powertools, imported in a Lambda function, gives the ``rdss`` loggers the
     processor logger's handler: one JSON line each, its keys and level, the module's name."""
     import subprocess
     import sys
 
     script = (
-        "import logging, rdss.observability as o\n"
-        "logging.getLogger('rdss.putrecords').warning('gave up', extra={'errorCode': 'GENERR005'})\n"
-        "logging.getLogger('rdss.putrecords').debug('below the level')\n"
+        "import logging, rdss.observability.powertools as o\n"
+        "logging.getLogger('rdss.aws.putrecords').warning('gave up', extra={'errorCode': 'GENERR005'})\n"
+        "logging.getLogger('rdss.aws.putrecords').debug('below the level')\n"
         "o.logger.info('own line')\n"
     )
     environment = {
@@ -141,7 +141,7 @@ def test_in_lambda_the_package_modules_write_the_processors_json_lines():
     done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True)
     lines = [orjson.loads(line) for line in (done.stdout + done.stderr).splitlines() if line.startswith("{")]
     assert [(line["level"], line["message"], line["name"]) for line in lines] == [
-        ("WARNING", "gave up", "rdss.putrecords"),
+        ("WARNING", "gave up", "rdss.aws.putrecords"),
         ("INFO", "own line", "broker"),
     ]
     assert lines[0]["service"] == "broker"

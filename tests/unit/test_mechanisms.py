@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rdss.errors import ErrorCode, SendFailed
-from rdss.retry import PATIENT, SPEC_BACKOFF, Backoff
-from rdss.sequences import SEQUENCE_TIMEOUT_SECONDS, stale
+from rdss.model.errors import ErrorCode, SendFailed
+from rdss.model.retry import PATIENT, SPEC_BACKOFF, Backoff
+from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS, stale
 
 
 def test_jitter_spreads_each_delay_over_its_upper_half_and_the_spec_s_delays_stay_fixed():

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdss import SPEC_VERSION, decoration, schemas
-from rdss.errors import DESCRIPTIONS, ChannelKind, ErrorCode
-from rdss.messages import append_history, new_message, reply
-from rdss.skeletons import skeleton
-from rdss.validation import validate
+from rdss import SPEC_VERSION
+from rdss.model import decoration, schemas
+from rdss.model.errors import DESCRIPTIONS, ChannelKind, ErrorCode
+from rdss.model.messages import append_history, new_message, reply
+from rdss.model.skeletons import skeleton
+from rdss.model.validation import validate
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rdss.gateway.amqp import mosaic
-from rdss.messages import serialise
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss.model.messages import serialise
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 
 _TEXT = st.text(max_size=12)
 _JSON = st.recursive(

@@ -44,20 +44,21 @@ def test_the_check_above_would_see_such_an_import(tmp_path: Path):
 
 def test_the_processors_import_neither_the_gateway_nor_the_tools():
     code = (
-        "import sys; import rdss.amgi.kinesis, rdss.broker, rdss.sequencer, rdss.sequencer.sweep; "
+        "import sys; import rdss.amgi.kinesis, rdss.processors.broker, rdss.processors.sequencer, "
+        "rdss.processors.sequencer.sweep; "
         "print('\\n'.join(sorted(sys.modules)))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     modules = loaded.stdout.split()
-    assert "rdss.broker.app" in modules
-    heavy = ("rdss.gateway", "rdss.local", "rdss.cli", "rdss.adaptors", "rdss.bridge", "pika", *CHECKOUT_ONLY)
+    assert "rdss.processors.broker.app" in modules
+    heavy = ("rdss.gateway", "rdss.local", "rdss.cli", "rdss.adaptors", "rdss.gateway.bridge", "pika", *CHECKOUT_ONLY)
     assert [m for m in modules if m.split(".")[0] in heavy or m.startswith(heavy)] == []
 
 
 def test_the_glue_jobs_know_the_message_types_rdss_knows():
     """glue_jobs/schema.py travels to Glue alone, so it spells the list out; it must be rdss's."""
     from glue_jobs import schema
-    from rdss import schemas
+    from rdss.model import schemas
 
     assert schema.MESSAGE_TYPES == schemas.MESSAGE_TYPES
 
@@ -75,11 +76,11 @@ def test_no_module_of_the_package_is_over_600_lines():
 def test_a_checkouts_rdss_finds_the_cdk_app_beside_it(tmp_path: Path):
     """`.venv/bin/rdss bench coldstart` (an editable install: stacks/ is not on its path) builds
     the assets of the checkout it runs from; an installed package has no CDK app beside it."""
-    from rdss import resources
+    from rdss.host import resources
 
     assert resources.cdk_app_checkout() == ROOT
     found = subprocess.run(
-        [sys.executable, "-c", "from rdss import resources; print(resources.cdk_app_checkout())"],
+        [sys.executable, "-c", "from rdss.host import resources; print(resources.cdk_app_checkout())"],
         cwd=tmp_path,  # not the checkout: stacks is not importable from here
         capture_output=True,
         text=True,

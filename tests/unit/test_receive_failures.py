@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from rdss.gateway import Gateway, Received
-from rdss.gateway import memory as memory_backend
-from rdss.workload import Workload
+from rdss.gateway.log import memory as memory_backend
+from rdss.model.workload import Workload
 from tests.support import odd_records
 
 

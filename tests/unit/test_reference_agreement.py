@@ -29,12 +29,12 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from rdss import schemas
 from rdss.bench.reference import candidate_locations, default_location, reference_validator
-from rdss.messages import failure_reply
-from rdss.sequences import split
-from rdss.validation import Verdict, validate
-from rdss.workload import Workload
+from rdss.model import schemas
+from rdss.model.messages import failure_reply
+from rdss.model.sequences import split
+from rdss.model.validation import Verdict, validate
+from rdss.model.workload import Workload
 from tests.conftest import valid_examples
 
 # -- the reference ------------------------------------------------------------------------------
@@ -230,13 +230,14 @@ LAXER = (
     Difference(
         "a failure reply's body",
         "a Document answering a Read with an errorCode carries the body of the request it could not "
-        "answer (rdss.messages.failure_reply), checked as the request's; the published schemas know "
+        "answer (rdss.model.messages.failure_reply), checked as the request's; the published schemas know "
         "only the response body",
         _failure_reply,
     ),
     Difference(
         "a leap second",
-        "RFC 3339 allows second 60 (the project reads it, rdss.timestamps); the reference's rfc3339-validator does not",
+        "RFC 3339 allows second 60 (the project reads it, rdss.model.timestamps); "
+        "the reference's rfc3339-validator does not",
         _leap_second,
     ),
 )

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rdss import decoration
-from rdss.errors import ErrorCode
-from rdss.rejection import (
+from rdss.model import decoration
+from rdss.model.errors import ErrorCode
+from rdss.model.rejection import (
     ClaimCheckUnavailable,
     DirectoryClaimChecks,
     Rejector,
@@ -19,7 +19,7 @@ from rdss.rejection import (
     reject,
     rejected_key,
 )
-from rdss.validation import validate
+from rdss.model.validation import validate
 
 MOMENT = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdss import localstate
-from rdss.aws import assumed_session
-from rdss.awserrors import ClientConfigurationError
+from rdss.aws.clients import assumed_session
+from rdss.aws.failures import ClientConfigurationError
 from rdss.cli import main
 from rdss.gateway import Gateway
+from rdss.host import pointers as localstate
 from tests.conftest import EXAMPLES
 
 ROLE = "arn:aws:iam::123456789012:role/rdss-local-vendor-acme"

@@ -9,8 +9,8 @@ import jsonschema_rs
 import orjson
 import pytest
 
-from rdss import schemas
-from rdss.validation import _validator, validate
+from rdss.model import schemas
+from rdss.model.validation import _validator, validate
 from tests.conftest import invalid_examples, valid_examples
 from tests.support.mutations import mutations
 

@@ -20,11 +20,11 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-from rdss import decoration, history
 from rdss.gateway import Gateway
-from rdss.gateway import memory as memory_backend
 from rdss.gateway.backend import Outgoing
 from rdss.gateway.consumer import Receiver
+from rdss.gateway.log import memory as memory_backend
+from rdss.model import decoration, history
 from tests.support.parts import arrivals, other_fragment, parts_of
 
 TIMEOUT = 60.0

@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdss import MAX_SEQUENCE_PARTS, history, schemas
-from rdss.messages import new_message
-from rdss.sequences import PartConflict, Reassembler, SequenceError, join, same_part, split
-from rdss.validation import validate
-from rdss.workload import Workload
+from rdss import MAX_SEQUENCE_PARTS
+from rdss.model import history, schemas
+from rdss.model.messages import new_message
+from rdss.model.sequences import PartConflict, Reassembler, SequenceError, join, same_part, split
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
 
 # JSON bodies with everything that makes byte counting hard: multi-byte characters, characters
 # that need escaping, control characters, quotes and backslashes.
@@ -241,6 +242,6 @@ def test_the_schemas_maximum_total_is_the_packages():
 
 def test_split_refuses_a_message_that_would_take_more_parts_than_a_sequence_may_have(monkeypatch):
     # the bound lowered, so that it is reached without a 10 GB message
-    monkeypatch.setattr("rdss.sequences.MAX_SEQUENCE_PARTS", 5)
+    monkeypatch.setattr("rdss.model.sequences.MAX_SEQUENCE_PARTS", 5)
     with pytest.raises(ValueError, match=r"would take [0-9]+ parts; a sequence has at most 5"):
         split(new_message("VocabularyPatch", {"terms": ["x" * 40] * 300}), 700)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from rdss.host.statedir import StateError, state_directory
 from rdss.repository.sqlite import SqliteRepository
-from rdss.statedir import StateError, state_directory
 
 
 @pytest.fixture(autouse=True)

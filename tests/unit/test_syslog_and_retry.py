@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from rdss.retry import SPEC_BACKOFF, Backoff, RetriesExhausted, call_with_backoff
-from rdss.syslog import LOCAL0, LOCAL7, SyslogFormatter, SyslogHandler, severity
+from rdss.model.retry import SPEC_BACKOFF, Backoff, RetriesExhausted, call_with_backoff
+from rdss.observability.syslog import LOCAL0, LOCAL7, SyslogFormatter, SyslogHandler, severity
 
 LINE = re.compile(
     r"^<(?P<pri>\d+)>1 (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (?P<host>\S+) (?P<app>\S+) (?P<pid>\d+) - - "

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdss import schemas, validation
-from rdss.messages import failure_reply
-from rdss.sequences import split
-from rdss.validation import _Classifier, _validator, validate
-from rdss.workload import Workload
+from rdss.model import schemas, validation
+from rdss.model.messages import failure_reply
+from rdss.model.sequences import split
+from rdss.model.validation import _Classifier, _validator, validate
+from rdss.model.workload import Workload
 
 # within 64 bits: orjson serialises no wider
 _json = st.recursive(

@@ -9,11 +9,11 @@ import orjson
 import pytest
 
 from rdss import MAX_MESSAGE_BYTES
-from rdss.errors import ChannelKind, ErrorCode
-from rdss.messages import failure_reply, new_message
-from rdss.sequences import split
-from rdss.validation import validate, validate_message
-from rdss.workload import Workload
+from rdss.model.errors import ChannelKind, ErrorCode
+from rdss.model.messages import failure_reply, new_message
+from rdss.model.sequences import split
+from rdss.model.validation import validate, validate_message
+from rdss.model.workload import Workload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

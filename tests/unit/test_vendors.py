@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from rdss.deployment.topology import Deployment
+from rdss.deployment.vendors import Arns, VendorAccess, output_key
 from rdss.gateway.url import URLError, parse
-from rdss.local.vendors import LocalVendor, parse_vendor
-from rdss.topology import Deployment
-from rdss.vendors import Arns, VendorAccess, output_key
+from rdss.local.vendor_stack import LocalVendor, parse_vendor
 
 
 def test_access_follows_the_topology() -> None:

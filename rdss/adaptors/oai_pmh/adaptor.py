@@ -10,14 +10,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rdss import messages, timestamps
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page
 from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
-from rdss.display import shorten
-from rdss.messages import Message
-from rdss.validation import validate
+from rdss.host.display import shorten
+from rdss.model import messages, timestamps
+from rdss.model.messages import Message
+from rdss.model.validation import validate
 
 _log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Answer, Fetcher, Refused
-from rdss.display import shorten
-from rdss.retry import Backoff
+from rdss.host.display import shorten
+from rdss.model.retry import Backoff
 
 _log = logging.getLogger(__name__)
 

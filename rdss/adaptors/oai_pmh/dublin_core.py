@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rdss import __version__, messages, timestamps
+from rdss import __version__
 from rdss.adaptors.oai_pmh.client import Record
-from rdss.messages import Message
+from rdss.model import messages, timestamps
+from rdss.model.messages import Message
 
 _log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from rdss import __version__
-from rdss.display import shorten
+from rdss.host.display import shorten
 
 #: The largest answer read by default: a ListRecords page of a few hundred Dublin Core records
 #: is a few MB; 32 MiB leaves room for generous pages and none for a flood.

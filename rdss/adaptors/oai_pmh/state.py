@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdss.adaptors.oai_pmh.dublin_core import Known
-from rdss.statedir import creatable
+from rdss.host.statedir import creatable
 
 _log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from rdss.adaptors.oai_pmh.client import HarvestError
-from rdss.display import shorten
+from rdss.host.display import shorten
 
 #: How many of the latest tokens are remembered one by one.
 WINDOW = 10_000

@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import logging
 
-from rdss.aws import client as aws_client
+from rdss.aws.clients import client as aws_client
 from rdss.gateway.amqp.consumer import AmqpConsumer
 from rdss.gateway.amqp.naming import QUEUE_CHANNELS, Names, entity, routing_key
 from rdss.gateway.amqp.options import Options, Tier, parse_tiers

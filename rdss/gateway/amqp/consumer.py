@@ -16,7 +16,6 @@ import orjson
 import pika
 import pika.exceptions
 
-from rdss.errors import ErrorCode
 from rdss.gateway.amqp import headers as amqp_headers
 from rdss.gateway.amqp import mosaic
 from rdss.gateway.amqp.naming import (
@@ -36,8 +35,9 @@ from rdss.gateway.amqp.publisher import Publish
 from rdss.gateway.backend import Delivery, TransportError
 from rdss.gateway.consumer import MAX_ATTEMPTS
 from rdss.gateway.received import describe_failure
-from rdss.rejection import Rejection, moved_key
-from rdss.retry import PATIENT
+from rdss.model.errors import ErrorCode
+from rdss.model.rejection import Rejection, moved_key
+from rdss.model.retry import PATIENT
 
 if TYPE_CHECKING:
     from rdss.gateway.amqp.transport import AmqpTransport
@@ -490,7 +490,7 @@ class AmqpConsumer:
         for raw, rejection in items:
             kind = rejection.channel
             exchange = self.transport.names.name(self.transport.address(kind))
-            # keyed as this group's move, as every consumer's move is (rdss.rejection.moved_key)
+            # keyed as this group's move, as every consumer's move is (rdss.model.rejection.moved_key)
             headers = {H_QUEUE: raw.queue, H_ENVELOPE: "rdss", H_KEY: moved_key(self.group)}
             properties = _copy_properties(raw.properties, headers)
             work.append((raw, Publish(exchange, kind, rejection.record, properties)))

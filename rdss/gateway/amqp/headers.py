@@ -21,7 +21,7 @@ from typing import Any
 
 import pika.data
 
-from rdss.display import shorten
+from rdss.host.display import shorten
 
 _log = logging.getLogger(__name__)
 

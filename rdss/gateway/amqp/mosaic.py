@@ -30,7 +30,7 @@ Both directions are lossless: ``to_rdss(to_mosaic(m)) == m`` for every RDSS mess
 ``to_mosaic(to_rdss(e), **carried(e).as_kwargs()) == e`` for every envelope made from one
 (whatever auth token and context it was given). Header members keep their order (the mapped
 fields go back to their places in the spec's order), so a message serialised by
-:func:`rdss.messages.serialise` comes back byte for byte.
+:func:`rdss.model.messages.serialise` comes back byte for byte.
 
 The RDSS header schema admits no extra members, so what only Mosaic has (the JWT of the actor,
 the caller's own context) cannot ride inside the RDSS message: :func:`carried` returns it, and
@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from rdss.messages import Message
+from rdss.model.messages import Message
 
 #: The key of ``message_context`` that holds the RDSS header fields the envelope has no place for.
 CONTEXT_KEY = "rdss_header"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rdss import schemas
+from rdss.model import schemas
 
 #: Channels that are queues of their own (the spec's Invalid and Error Message Queues, Mosaic's
 #: dead_letter queue) rather than routes through the topic exchanges.

@@ -13,7 +13,6 @@ import orjson
 import pika
 import pika.exceptions
 
-from rdss import schemas
 from rdss.gateway.amqp import fieldtables, mosaic
 from rdss.gateway.amqp.consumer import AmqpConsumer
 from rdss.gateway.amqp.naming import (
@@ -33,6 +32,7 @@ from rdss.gateway.amqp.redeliveries import ForgivenReturns, RedeliveryCounter, S
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, TransportError
 from rdss.gateway.claims import SqliteClaims
 from rdss.gateway.inline_broker import INPUT, InlineBroker
+from rdss.model import schemas
 
 _log = logging.getLogger(__name__)
 

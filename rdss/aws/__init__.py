@@ -1,0 +1,1 @@
+"""AWS clients configured as every part wants them, and what their failures mean."""

@@ -1,0 +1,1 @@
+"""A deployment described: its settings, topology, routes, vendors and capacity."""
