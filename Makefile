@@ -16,7 +16,7 @@ NODE_STAMP := node_modules/.installed
 CDK := node_modules/.bin/cdk
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup demo test lint typecheck unit clean node synth rabbitmq lock localstack test-localstack scanners
+.PHONY: setup demo test check lint typecheck imports unit clean node synth rabbitmq lock localstack test-localstack scanners
 
 $(STAMP): requirements-dev.txt pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -120,8 +120,18 @@ test-localstack: localstack
 
 # Every suite, side by side (tests/support/suites.py): unit, cdk, glue, amqp, package, and the
 # integration suite twice - on the embedded moto and on LocalStack. Each suite's time is printed.
-test: setup node rabbitmq localstack scanners lint typecheck
+test: setup node rabbitmq localstack scanners lint typecheck imports
 	$(BIN)/python -m tests.support.suites
+
+# The quick loop, once set up: ruff, mypy, the import contracts and the unit and CDK suites side
+# by side (no emulator, no Spark, no RabbitMQ, no LocalStack). `make test` runs everything.
+check: setup node scanners lint typecheck imports
+	$(BIN)/python -m tests.support.suites unit cdk
+
+# The package's layers, no circle between sibling modules, nothing from tests/, tools/ or
+# glue_jobs/ (.importlinter; ARCHITECTURE.md's code map says why).
+imports: setup
+	$(BIN)/lint-imports --no-cache
 
 lint: setup
 	$(BIN)/ruff check rdss tools tests glue_jobs app.py stacks

@@ -17,7 +17,7 @@ An asset's zip root holds what the Lambda runtime imports:
   start, and an unchecked pyc is used without even a look at its source's time stamp.
 
 The same bundle can be built for x86_64 (:data:`PYTHON_312_X86_64`): the same files with
-x86_64 wheels, which a Python 3.12 on this machine can import (tests/lambda_assets, and
+x86_64 wheels, which a Python 3.12 on this machine can import (tests/integration/test_lambda_assets.py, and
 ``rdss bench coldstart``).
 
 The dependencies are installed once per requirements file and platform into

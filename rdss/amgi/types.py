@@ -4,7 +4,7 @@ An AMGI application is ``async def app(scope, receive, send)``. A server calls i
 batch with a ``message`` scope; the application calls ``receive()`` until an event says
 ``more_messages`` is false and answers each message with ``message.ack`` or ``message.nack``;
 it may ``message.send`` to any address. Servers adapt a transport to this interface and know
-nothing about applications (STYLE.md).
+nothing about applications.
 """
 
 # No ``from __future__ import annotations`` here: a TypedDict turns each string annotation into

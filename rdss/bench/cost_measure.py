@@ -6,7 +6,7 @@ table and an accepting stream would and record what they were sent: every record
 channel, every DynamoDB item (sized the way DynamoDB sizes items, so write units follow), every
 call. Its Powertools log lines and EMF metric lines are captured as Lambda would ship them
 (with the Lambda context Powertools adds, and Lambda's own START/END/REPORT lines). The same
-records are framed as archive entries (DESIGN D2) and gzip-compressed in members of 1, 10, 100
+records are framed as archive entries (rdss.archive.entries) and gzip-compressed in members of 1, 10, 100
 and 1,000 entries, as the archiver writes one member per stream per invocation.
 """
 

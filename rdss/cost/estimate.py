@@ -9,7 +9,7 @@ app uses (:func:`rdss.deployment.capacity.plan`), as if the environment were dep
 ``traffic.rate_per_second`` set to it; an explicit shard count too small for the rate is raised
 to what the rate needs, with a note.
 
-The archive is priced as DESIGN D2 builds it (``archive="batched"``): an archiver function
+The archive is priced as the archiver builds it (``archive="batched"``): an archiver function
 reads input, invalid and error and writes each invocation's records to Firehose as one gzip
 member of framed entries, so Firehose bills compressed bytes. ``archive="per-record"`` prices
 the design before it, Firehose reading each stream and billing every record in 5 KB steps.

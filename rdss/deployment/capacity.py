@@ -4,7 +4,7 @@ The per-message figures (:class:`Figures`) are measured by the project itself
 (``rdss bench cost --measure``, :mod:`rdss.bench.cost_measure`): realistic messages from
 :mod:`rdss.model.workload` through the real broker handler on stub AWS clients that record what
 they are sent (record bytes per channel, DynamoDB item sizes, calls), the Powertools log lines
-and EMF metrics it prints, and the archive entries (DESIGN D2) gzip-compressed in members of
+and EMF metrics it prints, and the archive entries (rdss.archive.entries) gzip-compressed in members of
 many entries. :data:`MEASURED` holds the latest run; a unit test re-measures a sample and fails
 when they drift apart.
 
@@ -72,7 +72,7 @@ class Figures:
     log_compression: float
     #: Distinct EMF metric series (name and dimensions) the broker emits on this traffic.
     metric_series: int
-    #: An archive entry (DESIGN D2: one line of JSON framing the record), raw.
+    #: An archive entry (one line of JSON framing the record: rdss.archive.entries), raw.
     archive_entry_bytes: float
     #: Gzip bytes per entry when a member holds n entries, by n (the archiver writes one member
     #: per stream per invocation).

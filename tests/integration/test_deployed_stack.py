@@ -342,7 +342,8 @@ def isolates_a_poison_record(stack: Stack) -> list[str]:
     whose staged parts is gone from S3 (``NoSuchKey`` is the record's failure, not the
     infrastructure's: each try counts an attempt) - is retried by the mapping from that record,
     then moved to ``error`` (GENERR009) after its attempts, and the records after it on its
-    shard (a whole other sequence, held back meanwhile) go on: nothing is parked (DESIGN.md D3).
+    shard (a whole other sequence, held back meanwhile) go on: nothing is parked
+    (docs/contributors.md, "The sequencer").
     Returns what did not happen (checked at the end, so the later phases still run)."""
     poison = split(Workload(uuid.uuid4().int % 1000).large(20_000), 12_000)
     neighbours = split(Workload(uuid.uuid4().int % 1000).large(20_000), 12_000)

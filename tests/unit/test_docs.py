@@ -89,14 +89,33 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
 
 
-def test_where_things_live_names_every_top_level_directory_and_every_rdss_module() -> None:
-    table = _section("Where things live")
+def test_the_code_map_names_every_top_level_directory_and_every_rdss_package() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    start = text.index("\n## Code map\n")
+    code_map = text[start : text.index("\n## ", start + 1)]
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    directories = sorted({path.split("/", 1)[0] + "/" for path in files if "/" in path} | {"docs/"})
+    directories = sorted({path.split("/", 1)[0] + "/" for path in files if "/" in path} - {"rdss/"})
     packages = [f"rdss/{p.name}/" for p in sorted((ROOT / "rdss").iterdir()) if (p / "__init__.py").exists()]
-    modules = [f"rdss/{p.name}" for p in sorted((ROOT / "rdss").glob("*.py"))]
-    missing = [name for name in (*directories, *packages, *modules) if f"`{name}`" not in table]
-    assert not missing, f"docs/contributors.md's 'Where things live' does not mention {missing}"
+    missing = [name for name in (*directories, *packages) if f"`{name}`" not in code_map]
+    assert not missing, f"ARCHITECTURE.md's code map does not mention {missing}"
+    # the top level holds packages and the two files a package needs, nothing loose
+    loose = sorted(p.name for p in (ROOT / "rdss").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"], loose
+    assert len(packages) + len(loose) <= 20
+
+
+def test_the_code_map_layers_are_the_import_contract() -> None:
+    """The layers ARCHITECTURE.md shows are the ones .importlinter keeps, in the same order."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `rdss/(\w+)/` \|", text, flags=re.MULTILINE)
+    shown: dict[int, set[str]] = {}
+    for layer, package in rows:
+        shown.setdefault(int(layer), set()).add(package)
+    config = (ROOT / ".importlinter").read_text()
+    block = config.split("layers =", 1)[1].split("\n\n", 1)[0]
+    kept = [{name.strip() for name in line.split("|")} for line in block.strip().splitlines()]
+    kept = [layer for layer in kept if layer != {"__main__"}]
+    assert [shown[number] for number in sorted(shown)] == kept
 
 
 def test_the_tests_table_lists_every_suite_with_its_directories() -> None:
@@ -165,7 +184,7 @@ def test_every_type_and_class_has_a_body_schema_a_route_an_example_and_a_referen
     assert example.exists(), f"no example {example.relative_to(ROOT)}"
     assert validation.validate(example.read_bytes(), now=None).error_code is None
     published = {key for key in reference._BODIES if key[0] == message_type}
-    assert published & {(message_type, None), (message_type, message_class)}, "tools/bench/reference.py"
+    assert published & {(message_type, None), (message_type, message_class)}, "rdss/bench/reference.py"
 
 
 def test_every_route_names_a_supported_type_and_class() -> None:
