@@ -36,6 +36,8 @@ class Suite:
     command: list[str]
     started: float = 0.0
     seconds: float = 0.0
+    #: CPU seconds (user and system) of the suite's process and every process it waited for
+    cpu: float = 0.0
     process: subprocess.Popen[bytes] | None = None
     counts: dict[str, int] = field(default_factory=dict)
     #: the log's lines, read once the suite has ended
@@ -97,7 +99,7 @@ def run(names: list[str], jobs: int) -> int:
             print(f"[{time.monotonic() - began:6.0f} s] {suite.name}: started", flush=True)
             running.append(suite)
         time.sleep(1)
-        for suite in [s for s in running if s.process is not None and s.process.poll() is not None]:
+        for suite in [s for s in running if s.process is not None and _ended(s)]:
             running.remove(suite)
             done.append(suite)
             suite.seconds = time.monotonic() - suite.started
@@ -112,10 +114,10 @@ def run(names: list[str], jobs: int) -> int:
             if code != 0:
                 print(f"---- {suite.log} (tail) ----\n" + "\n".join(suite.lines[-60:]), flush=True)
 
-    print("\nsuites (wall time each; they overlap):")
+    print("\nsuites (wall time each, they overlap; CPU time each, which the cores share):")
     for suite in done:
-        print(f"  {suite.name:<12} {suite.seconds:6.0f} s  {suite.counts}")
-    print(f"  {'all':<12} {time.monotonic() - began:6.0f} s")
+        print(f"  {suite.name:<12} {suite.seconds:6.0f} s  {suite.cpu:6.0f} s CPU  {suite.counts}")
+    print(f"  {'all':<12} {time.monotonic() - began:6.0f} s  {sum(s.cpu for s in done):6.0f} s CPU")
     skipped = [
         f"  [{suite.name}] {line.removeprefix('SKIPPED ')}"
         for suite in done
@@ -146,6 +148,19 @@ def run(names: list[str], jobs: int) -> int:
         failed = len(failures)  # a suite that died before pytest counted anything
     print(f"{total['passed']} passed, {failed} failed, {total['skipped']} skipped")
     return 1 if failures else 0
+
+
+def _ended(suite: Suite) -> bool:
+    """Whether the suite's process has ended; if so its exit code and CPU time are recorded
+    (``wait4``: the rusage of the process and of the processes it waited for - pytest's
+    workers, LocalStack, Spark's JVM)."""
+    assert suite.process is not None
+    pid, status, usage = os.wait4(suite.process.pid, os.WNOHANG)
+    if pid == 0:
+        return False
+    suite.process.returncode = os.waitstatus_to_exitcode(status)
+    suite.cpu = usage.ru_utime + usage.ru_stime
+    return True
 
 
 def main() -> int:
