@@ -53,13 +53,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
-from rdss.gateway.holding import CompleteSequences, Held, SequenceHolding
+from rdss.gateway.holding import SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.model import timestamps
 from rdss.model.errors import ErrorCode
 from rdss.model.rejection import Rejector, moved_key
-from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS, Reassembler
+from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.model.validation import validate
 from rdss.observability.outside import message_fields
 from rdss.repository.entries import RECEIVED, Entry, Repository
@@ -74,7 +74,7 @@ MAX_ATTEMPTS = 5
 _UNLIMITED = Rejector()
 
 
-class Receiver(SequenceHolding):
+class Receiver:
     """A transactional Polling Consumer of one channel (see the module docstring)."""
 
     def __init__(
@@ -122,13 +122,12 @@ class Receiver(SequenceHolding):
         self.now = now
         self.stats = ReceiveStats()
         self._ready: deque[Received] = deque()
-        self._reassembler = Reassembler(clock=clock)
-        self._held: dict[str, Held] = {}
+        #: the parts of sequences, held until whole (a component: :class:`SequenceHolding`)
+        self.holding = SequenceHolding(self, clock=clock, now=now, sequence_timeout=sequence_timeout)
         self._order: dict[str, int] = {}  # delivery id -> arrival order, for rewinds
         self._counter = itertools.count()
         self._in_flight: set[str] = set()
         self._recent: OrderedDict[str, None] = OrderedDict()
-        self._complete = CompleteSequences()
         self._last_commit = clock()
         self._closed = False
 
@@ -145,7 +144,7 @@ class Receiver(SequenceHolding):
             if received is not None:
                 return received
             self.commit()
-            self._time_out_sequences()
+            self.holding.time_out()
             deliveries = self.consumer.poll(self.batch_size)
             if deliveries:
                 self._classify(deliveries)
@@ -189,7 +188,7 @@ class Receiver(SequenceHolding):
             for delivery in item.deliveries:
                 self._order.pop(delivery.id, None)
             for header in item.parts:
-                self._forget(str(header["messageId"]), recent=True)
+                self.forget(str(header["messageId"]), recent=True)
         self.stats.acked += len(items)
         if self.clock() - self._last_commit >= self.commit_interval:
             self.commit()
@@ -251,7 +250,7 @@ class Receiver(SequenceHolding):
     def _move_message(self, received: Received, code: ErrorCode, description: str) -> bool:
         """Move a received message's records to the channel of ``code``, record it RECEIVED with
         the code, settle it. False (nothing settled) when a record could not be moved."""
-        unmoved = self._move([(d, code, description) for d in received.deliveries], settle=False)
+        unmoved = self.move([(d, code, description) for d in received.deliveries], settle=False)
         if unmoved:
             return False
         try:
@@ -264,14 +263,14 @@ class Receiver(SequenceHolding):
         for delivery in received.deliveries:
             self._order.pop(delivery.id, None)
         for header in received.parts:
-            self._forget(str(header["messageId"]), recent=True)
+            self.forget(str(header["messageId"]), recent=True)
         return True
 
     def _rewind(self, received: Received) -> None:
         self.stats.redelivered += 1
         dropped: list[Delivery] = list(received.deliveries)
         for header in received.parts:
-            self._forget(str(header["messageId"]))
+            self.forget(str(header["messageId"]))
         for partition in {d.partition for d in received.deliveries}:
             first = min(self._order.get(d.id, -1) for d in received.deliveries if d.partition == partition)
             dropped.extend(self._drop_after(partition, first))
@@ -361,26 +360,50 @@ class Receiver(SequenceHolding):
                     skipped.append(delivery)
                     continue
                 if verdict.is_part:
-                    skipped.extend(self._hold(delivery, verdict, now))
+                    skipped.extend(self.holding.hold(delivery, verdict, now))
                 else:
                     self._in_flight.add(message_id)
-                    self._offer(Received(verdict.message, delivery.payload, self.channel, (delivery,), (header,), self))
+                    self.offer(Received(verdict.message, delivery.payload, self.channel, (delivery,), (header,), self))
             except TransportError:
                 raise
             except Exception as error:  # this record's failure, not its partition's
                 if verdict.header is not None:  # not in flight: it comes again, or is moved
-                    self._forget(str(verdict.header.get("messageId")))
+                    self.forget(str(verdict.header.get("messageId")))
                 if not self._failed(delivery, error):
                     retried[delivery.partition] = [delivery]
         self.consumer.settle(skipped)
         for delivery in skipped:
             self._order.pop(delivery.id, None)
-        self._move(moving)
+        self.move(moving)
         for again in retried.values():
             self.stats.redelivered += 1
             for delivery in again:
                 self._order.pop(delivery.id, None)
             self.consumer.redeliver(again)
+
+    def in_flight(self, message_id: str) -> None:
+        """``message_id`` is held or handed out: read again meanwhile, it is a duplicate."""
+        self._in_flight.add(message_id)
+
+    def arrival(self, delivery: Delivery) -> int:
+        """The order ``delivery`` was read in (-1: not known), for rewinds."""
+        return self._order.get(delivery.id, -1)
+
+    def _drop_after(self, partition: str, first: int) -> list[Delivery]:
+        """Forget what was read from ``partition`` at or after arrival ``first`` (ready messages
+        and held parts); return it."""
+        dropped: list[Delivery] = []
+        keep: deque[Received] = deque()
+        for received in self._ready:
+            if any(d.partition == partition and self.arrival(d) >= first for d in received.deliveries):
+                dropped.extend(received.deliveries)
+                for header in received.parts:
+                    self.forget(str(header["messageId"]))
+            else:
+                keep.append(received)
+        self._ready = keep
+        dropped.extend(self.holding.drop_after(partition, first))
+        return dropped
 
     def _failed(self, delivery: Delivery, error: Exception) -> bool:
         """Receiving one record raised: a failed attempt. True: moved to ``error`` (GENERR009) as
@@ -391,30 +414,29 @@ class Receiver(SequenceHolding):
         if attempts < (self.max_attempts or MAX_ATTEMPTS):
             return False
         why = f"gave up after {attempts} failed attempts at receiving it: {describe_failure(error)}"
-        if self._move([(delivery, ErrorCode.GENERR009, why)]):
+        if self.move([(delivery, ErrorCode.GENERR009, why)]):
             return False  # could not be moved: read again, never lost
         self.stats.poison += 1
         return True
 
-    def _offer(self, received: Received) -> None:
+    def offer(self, received: Received) -> None:
+        """A whole message for the application, unless the selector refuses it."""
         if self.selector is not None and not self.selector(received.header):
             self.stats.filtered += 1
             self.consumer.settle(received.deliveries)
             for header in received.parts:
-                self._forget(str(header["messageId"]))
+                self.forget(str(header["messageId"]))
             return
         self._ready.append(received)
 
     def _next_ready(self) -> Received | None:
         owned = set(self.consumer.partitions())
-        for sequence, held in list(self._held.items()):
-            if any(d.partition not in owned for d, _ in held.parts.values()):
-                self._release(sequence)  # the partition's new owner reads these parts again
+        self.holding.release_unowned(owned)
         while self._ready:
             received = self._ready.popleft()
             if any(d.partition not in owned for d in received.deliveries):
                 for header in received.parts:  # another worker owns the partition now
-                    self._forget(str(header["messageId"]))
+                    self.forget(str(header["messageId"]))
                 continue
             if self.throttle is not None:
                 before = self.throttle.waited
@@ -422,9 +444,9 @@ class Receiver(SequenceHolding):
                 self.stats.throttled_seconds += self.throttle.waited - before
             if timestamps.expired(received.header, self.now()):  # delivery is attempted now, not at read time
                 for header in received.parts:
-                    self._forget(str(header["messageId"]))
+                    self.forget(str(header["messageId"]))
                 self.stats.expired += len(received.deliveries)
-                self._move([(d, ErrorCode.GENERR003, "expirationTimestamp passed") for d in received.deliveries])
+                self.move([(d, ErrorCode.GENERR003, "expirationTimestamp passed") for d in received.deliveries])
                 continue
             self.stats.delivered += 1
             _log.info("Message received", extra=message_fields(received.header, self.channel))
@@ -432,7 +454,7 @@ class Receiver(SequenceHolding):
         return None
 
     # -- the invalid and error channels --------------------------------------------------------
-    def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
+    def move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
         """Move records, decorated, to the channel of their code (the one reject path,
         :mod:`rdss.model.rejection`) - or, on a receiver of the invalid or error channel itself, log
         them, so nothing loops - and settle them. Returns those that could not be moved: they are
@@ -489,7 +511,8 @@ class Receiver(SequenceHolding):
                 self._order.pop(delivery.id, None)
         return unmoved
 
-    def _forget(self, message_id: str, *, recent: bool = False) -> None:
+    def forget(self, message_id: str, *, recent: bool = False) -> None:
+        """``message_id`` is no longer in flight (``recent``: and was just received or moved)."""
         self._in_flight.discard(message_id)
         if recent:
             self._recent[message_id] = None

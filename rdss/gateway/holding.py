@@ -1,26 +1,28 @@
-"""Holding the parts of a sequence in a gateway receiver until the whole message can be delivered."""
+"""Holding the parts of a sequence in a gateway receiver until the whole message can be delivered.
+
+:class:`SequenceHolding` is a component the receiver owns: it keeps the held parts, the
+reassembler and the sequences lately complete, and reaches back to its receiver only through
+:class:`HoldingHost`, the few things it needs of one (move records, forget or mark a messageId,
+offer a whole message, a record's arrival order)."""
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol
 
 import orjson
 
 from rdss.gateway.backend import Delivery, TransportError
-from rdss.gateway.received import Received, ReceiveStats
+from rdss.gateway.received import Received, ReceiveStats, Rejecting
 from rdss.model import timestamps
 from rdss.model.errors import ErrorCode
 from rdss.model.sequences import PartConflict, Reassembler, SequenceError, stale
 from rdss.model.validation import Verdict, validate_message
 from rdss.repository.entries import RECEIVED, Entry, Repository
-
-if TYPE_CHECKING:
-    from rdss.gateway.consumer import Receiver
 
 _log = logging.getLogger(__name__)
 
@@ -58,32 +60,56 @@ class CompleteSequences:
         return self._parts.get(sequence)
 
 
+class HoldingHost(Rejecting, Protocol):
+    """What :class:`SequenceHolding` needs of the receiver it holds parts for."""
+
+    channel: str
+    stats: ReceiveStats
+    repository: Repository
+
+    def move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]:
+        """Move records to ``invalid``/``error`` with their codes; the ones that could not be moved."""
+        ...
+
+    def forget(self, message_id: str, *, recent: bool = False) -> None:
+        """``message_id`` is no longer in flight (``recent``: and was just received or moved)."""
+        ...
+
+    def in_flight(self, message_id: str) -> None:
+        """``message_id`` is held: the same message read again meanwhile is a duplicate."""
+        ...
+
+    def offer(self, received: Received) -> None:
+        """A whole message, ready for the application."""
+        ...
+
+    def arrival(self, delivery: Delivery) -> int:
+        """The order ``delivery`` was read in (-1: not known)."""
+        ...
+
+
 class SequenceHolding:
-    """The part of :class:`rdss.gateway.consumer.Receiver` that holds the parts of sequences until
-    they are whole, forgets what it read after a rewound position, and moves sequences that
-    waited too long - as the sequencer and its sweep do in the deployed system."""
+    """Holds the parts of sequences until they are whole, forgets what was read after a rewound
+    position, and moves sequences that waited too long - as the sequencer and its sweep do in
+    the deployed system."""
 
-    if TYPE_CHECKING:  # the Receiver's, which this class is part of
-        channel: str
-        stats: ReceiveStats
-        repository: Repository
-        clock: Callable[[], float]
-        now: Callable[[], datetime]
-        sequence_timeout: float
-        _held: dict[str, Held]
-        _complete: CompleteSequences
-        _reassembler: Reassembler
-        _in_flight: set[str]
-        _order: dict[str, int]
-        _ready: deque[Received]
+    def __init__(
+        self,
+        host: HoldingHost,
+        *,
+        clock: Callable[[], float],
+        now: Callable[[], datetime],
+        sequence_timeout: float,
+    ) -> None:
+        self.host = host
+        self.clock = clock
+        self.now = now
+        self.sequence_timeout = sequence_timeout
+        self._reassembler = Reassembler(clock=clock)
+        self._held: dict[str, Held] = {}
+        self._complete = CompleteSequences()
 
-        def _move(self, items: list[tuple[Delivery, ErrorCode, str]], *, settle: bool = True) -> list[Delivery]: ...
-
-        def _forget(self, message_id: str, *, recent: bool = False) -> None: ...
-
-        def _offer(self, received: Received) -> None: ...
-
-    def _hold(self, delivery: Delivery, verdict: Verdict, now: datetime) -> list[Delivery]:
+    def hold(self, delivery: Delivery, verdict: Verdict, now: datetime) -> list[Delivery]:
         """Hold one part; deliver its sequence when complete. Returns deliveries to settle."""
         assert verdict.message is not None
         header = verdict.message["messageHeader"]
@@ -93,21 +119,21 @@ class SequenceHolding:
             self._check_not_complete(header)
             whole = self._reassembler.add(verdict.message)
         except PartConflict as error:  # another part holds its position, or another total: it alone moves
-            self.stats.invalid += 1
+            self.host.stats.invalid += 1
             self._move_parts([(delivery, header)], error.error_code, str(error))
             return []
         except SequenceError as error:  # it completed its sequence, but the parts do not join
             whole, failed = None, error
         held = self._held.setdefault(sequence["sequence"], Held())
         if sequence["position"] in held.parts:  # the same part again (the reassembler ignored it)
-            self.stats.duplicates += 1
+            self.host.stats.duplicates += 1
             return [delivery]
         held.parts[sequence["position"]] = (delivery, header)
-        self._in_flight.add(str(header["messageId"]))
+        self.host.in_flight(str(header["messageId"]))
         if failed is not None:  # every part goes, with the sequencer's code
-            parts = self._release(sequence["sequence"])
+            parts = self.release(sequence["sequence"])
             self._completed(sequence["sequence"], [h for _, h in parts])
-            self.stats.invalid += len(parts)
+            self.host.stats.invalid += len(parts)
             self._move_parts(parts, failed.error_code, f"sequence {sequence['sequence']}: {failed}")
             return []
         if whole is None:
@@ -119,36 +145,27 @@ class SequenceHolding:
         if not check.valid:  # every part goes, decorated with the whole message's code
             assert check.error_code is not None
             why = f"sequence {sequence['sequence']} (whole message): {check.error_description}"
-            self.stats.invalid += len(ordered)
+            self.host.stats.invalid += len(ordered)
             self._move_parts(ordered, check.error_code, why)
             return []
-        self._offer(
+        self.host.offer(
             Received(
                 whole,
                 orjson.dumps(whole),
-                self.channel,
+                self.host.channel,
                 tuple(d for d, _ in ordered),
                 tuple(h for _, h in ordered),
-                cast("Receiver", self),
+                self.host,
             )
         )
         return []
 
-    def _drop_after(self, partition: str, first: int) -> list[Delivery]:
-        """Forget what was read from ``partition`` at or after arrival ``first``; return it."""
+    def drop_after(self, partition: str, first: int) -> list[Delivery]:
+        """Forget the held parts read from ``partition`` at or after arrival ``first``; return them."""
         dropped: list[Delivery] = []
-        keep: deque[Received] = deque()
-        for received in self._ready:
-            if any(d.partition == partition and self._order.get(d.id, -1) >= first for d in received.deliveries):
-                dropped.extend(received.deliveries)
-                for header in received.parts:
-                    self._forget(str(header["messageId"]))
-            else:
-                keep.append(received)
-        self._ready = keep
         for sequence, held in list(self._held.items()):
             later = {
-                p for p, (d, _) in held.parts.items() if d.partition == partition and self._order.get(d.id, -1) >= first
+                p for p, (d, _) in held.parts.items() if d.partition == partition and self.host.arrival(d) >= first
             }
             if not later:
                 continue
@@ -156,13 +173,20 @@ class SequenceHolding:
             for position in later:
                 delivery, header = held.parts.pop(position)
                 dropped.append(delivery)
-                self._forget(str(header["messageId"]))
+                self.host.forget(str(header["messageId"]))
             for part in parts:
                 if part["messageHeader"]["messageSequence"]["position"] not in later:
                     self._reassembler.add(part)
             if not held.parts:
                 del self._held[sequence]
         return dropped
+
+    def release_unowned(self, owned: set[str]) -> None:
+        """Let go of the sequences with a part read from a partition this receiver no longer owns:
+        the partition's new owner reads those parts again."""
+        for sequence, held in list(self._held.items()):
+            if any(d.partition not in owned for d, _ in held.parts.values()):
+                self.release(sequence)
 
     def _completed(self, sequence: str, headers: list[Mapping[str, Any]]) -> None:
         """Remember which parts completed ``sequence``: a part of it arriving later is one of
@@ -183,32 +207,33 @@ class SequenceHolding:
                 f"{sequence['position']}) is not one of them"
             )
 
-    def _release(self, sequence: str) -> list[tuple[Delivery, Mapping[str, Any]]]:
+    def release(self, sequence: str) -> list[tuple[Delivery, Mapping[str, Any]]]:
         """Forget a held sequence entirely; return its deliveries and their headers."""
         self._reassembler.discard(sequence)
         held = self._held.pop(sequence, Held())
         for _, header in held.parts.values():
-            self._forget(str(header["messageId"]))
+            self.host.forget(str(header["messageId"]))
         return [held.parts[position] for position in sorted(held.parts)]
 
     def _move_parts(self, parts: list[tuple[Delivery, Mapping[str, Any]]], code: ErrorCode, why: str) -> None:
         """Move parts (decorated with ``code``) and, those moved, record RECEIVED with the code, as
         a rejected message is: the same part read again (a resend, a redelivery) is then a
         duplicate, not moved a second time. One that could not be moved is read again."""
-        unmoved = {id(d) for d in self._move([(d, code, why) for d, _ in parts])}
+        unmoved = {id(d) for d in self.host.move([(d, code, why) for d, _ in parts])}
         moved = [header for delivery, header in parts if id(delivery) not in unmoved]
         if not moved:
             return
         try:
-            self.repository.record([Entry.of(header, RECEIVED, error_code=str(code)) for header in moved])
+            self.host.repository.record([Entry.of(header, RECEIVED, error_code=str(code)) for header in moved])
         except TransportError:
             raise
         except Exception as error:  # moved already: a re-read is then moved again, never lost
-            _log.error("%s: could not record %d moved parts as %s: %s", self.channel, len(moved), code, error)
+            _log.error("%s: could not record %d moved parts as %s: %s", self.host.channel, len(moved), code, error)
         for header in moved:
-            self._forget(str(header["messageId"]), recent=True)
+            self.host.forget(str(header["messageId"]), recent=True)
 
-    def _time_out_sequences(self) -> None:
+    def time_out(self) -> None:
+        """Move the sequences past their expiry or the timeout to ``error``, parts and all."""
         now = self.now()
         for incomplete in self._reassembler.incomplete():
             header = incomplete.parts[0]["messageHeader"]
@@ -224,6 +249,6 @@ class SequenceHolding:
             if verdict is None:
                 continue
             code, why = verdict
-            parts = self._release(incomplete.sequence)
-            self.stats.expired += len(parts)
+            parts = self.release(incomplete.sequence)
+            self.host.stats.expired += len(parts)
             self._move_parts(parts, code, why)

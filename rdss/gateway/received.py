@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rdss.gateway.backend import Delivery
 from rdss.model.messages import Message
 
-if TYPE_CHECKING:
-    from rdss.gateway.consumer import Receiver
+
+class Rejecting(Protocol):
+    """Where a :class:`Received` message goes back to be refused: the receiver that handed it
+    out (:meth:`rdss.gateway.consumer.Receiver.reject`)."""
+
+    def reject(self, received: Received, error_code: str, description: str) -> None: ...
+
 
 #: A Message Selector: receives the messageHeader, returns True to deliver the message.
 Selector = Callable[[Mapping[str, Any]], bool]
@@ -45,7 +50,7 @@ class Received:
     #: The headers of those records (one per part), for the Local Data Repository.
     parts: tuple[Mapping[str, Any], ...]
     #: The receiver it came from (for :meth:`reject`).
-    receiver: Receiver | None = field(default=None, compare=False, repr=False)
+    receiver: Rejecting | None = field(default=None, compare=False, repr=False)
 
     @property
     def header(self) -> Mapping[str, Any]:

@@ -19,7 +19,7 @@ import pytest
 
 from rdss.gateway import Gateway, Received, TransportError
 from rdss.gateway.amqp.consumer import dead_letter_reason
-from rdss.gateway.amqp.transport import RETURNS_ALLOWANCE
+from rdss.gateway.amqp.vhost import RETURNS_ALLOWANCE
 from rdss.model.workload import Workload
 from tests.amqp.conftest import FAST, ROOT, amqp_url, run_rdss
 from tests.support.hops import unhopped

@@ -40,7 +40,7 @@ from rdss.model.rejection import Rejection, moved_key
 from rdss.model.retry import PATIENT
 
 if TYPE_CHECKING:
-    from rdss.gateway.amqp.transport import AmqpTransport
+    from rdss.gateway.amqp.vhost import VirtualHost
 
 _log = logging.getLogger(__name__)
 
@@ -85,14 +85,14 @@ class AmqpConsumer:
     (RabbitMQ already put them back), which is why positions carry the connection's epoch.
     """
 
-    def __init__(self, transport: AmqpTransport, channel: str, group: str | None) -> None:
-        self.transport = transport
+    def __init__(self, vhost: VirtualHost, channel: str, group: str | None) -> None:
+        self.vhost = vhost
         self.channel = channel
         self.group = group
         self.classify = channel not in QUEUE_CHANNELS
         #: a group's quorum queues: RabbitMQ counts the returns (x-delivery-count); elsewhere the
-        #: transport's counter (the per-host file of classic queues) does
-        self.broker_counts = transport.options.queue_type == "quorum" and self.classify and group is not None
+        #: virtual host's counter (the per-host file of classic queues) does
+        self.broker_counts = vhost.options.queue_type == "quorum" and self.classify and group is not None
         self._lock = threading.RLock()
         self._incoming: deque[_Raw] = deque()
         #: delivery tags not yet acknowledged, oldest first (tags grow on a channel)
@@ -149,7 +149,7 @@ class AmqpConsumer:
             self._settled.extend(tags)
             if len(self._settled) >= _ACK_BATCH:
                 self._flush_acks()
-            self.transport.counter.forget(forget)
+            self.vhost.counter.forget(forget)
 
     def redeliver(self, deliveries: Sequence[Delivery]) -> None:
         """The earliest delivery of each queue was refused by its handler: it goes to the next
@@ -206,11 +206,11 @@ class AmqpConsumer:
 
     # -- connection -----------------------------------------------------------------------------
     def _connect(self) -> None:
-        connection = self.transport.connection()
+        connection = self.vhost.connection()
         try:
             amqp = connection.channel()
-            prefetch = self.transport.options.prefetch
-            queues = self.transport.declare_queues(amqp, self.channel, self.group)
+            prefetch = self.vhost.options.prefetch
+            queues = self.vhost.declare_queues(amqp, self.channel, self.group)
             if self.broker_counts:
                 # quorum queues have no channel-wide (global) QoS: the limit is shared out between
                 # the group's queues, so that no more is in flight than on classic queues (what is
@@ -286,7 +286,7 @@ class AmqpConsumer:
         self._settled.clear()
         self._epoch += 1  # what was handed out before is now stale
         try:
-            self.transport.counter.forgive(held)
+            self.vhost.counter.forgive(held)
         except Exception as error:
             _log.warning(
                 "%s: could not forgive %d held message(s) in the redelivery counter: %s", self.channel, len(held), error
@@ -315,7 +315,7 @@ class AmqpConsumer:
             settled, self._settled = self._settled, []
             if not self._ack(*(tag for tag, _ in settled)):  # they come back: not their fault
                 with contextlib.suppress(Exception):
-                    self.transport.counter.forgive([key for _, key in settled])
+                    self.vhost.counter.forgive([key for _, key in settled])
 
     def _ack(self, *tags: int) -> bool:
         """Acknowledge deliveries: the run of oldest unacknowledged ones with one ``multiple`` ack
@@ -363,7 +363,7 @@ class AmqpConsumer:
         if not batch:
             return
         redelivered = [raw for raw in batch if raw.redelivered and not self.broker_counts]
-        counter = self.transport.counter
+        counter = self.vhost.counter
         counts = counter.increment([_counter_key(raw) for raw in redelivered]) if redelivered else {}
         dead: list[tuple[_Raw, str]] = []
         moved: list[tuple[_Raw, Rejection]] = []
@@ -382,7 +382,7 @@ class AmqpConsumer:
         _log.error("%s: receiving from %s failed (attempt %d)", self.channel, raw.queue, attempts, exc_info=error)
         why = f"gave up after {attempts} failed attempts at receiving it: {describe_failure(error)}"
         if attempts >= MAX_ATTEMPTS:
-            moved.append((raw, self.transport.inline.rejector.reject(raw.body, ErrorCode.GENERR009, why)))
+            moved.append((raw, self.vhost.inline.rejector.reject(raw.body, ErrorCode.GENERR009, why)))
         else:
             self._retry_raw(raw, attempts)
 
@@ -393,18 +393,18 @@ class AmqpConsumer:
         headers = raw.properties.headers or {}
         if self.broker_counts:  # the broker's count, less the returns this process caused
             returns = amqp_headers.counted(headers, H_DELIVERY_COUNT, queue=raw.queue)
-            forgiven = self.transport.counter.count(_counter_key(raw)) + self._in_transit_returns()
+            forgiven = self.vhost.counter.count(_counter_key(raw)) + self._in_transit_returns()
             count = max(0, returns - forgiven) if returns else 0
         else:
             count = counts.get(_counter_key(raw), 0) if raw.redelivered else 0
         raw.redeliveries = count
-        limit = self.transport.options.redelivery_limit
+        limit = self.vhost.options.redelivery_limit
         if count > limit:
             dead.append((raw, f"redeliveries-exceeded: redelivered {count} times, limit {limit}"))
             return
         payload, carried = _unwrap(raw)
         if self.classify:
-            rejection = self.transport.inline.screen(payload)
+            rejection = self.vhost.inline.screen(payload)
             if rejection is not None:
                 moved.append((raw, rejection))
                 _log.warning(
@@ -451,18 +451,18 @@ class AmqpConsumer:
         raw = self._handed.pop(delivery.position)
         key = self._counted.pop(delivery.position, None)
         if key is not None:
-            self.transport.counter.forget([key])
+            self.vhost.counter.forget([key])
         if not self._current(delivery):
             return  # RabbitMQ put it back when the connection was lost
         self._retry_raw(raw, raw.attempts + 1)
 
     def _retry_raw(self, raw: _Raw, attempts: int) -> None:
         """Through the delay tier of retry number ``attempts``, or to ``dead_letter`` after them."""
-        tier = tier_for(self.transport.options.tiers, attempts)
+        tier = tier_for(self.vhost.options.tiers, attempts)
         if tier is None:
             self._dead_letter([(raw, f"retries-exhausted: refused {attempts} times")])
             return
-        exchange = self.transport.names.name(tier.name)
+        exchange = self.vhost.names.name(tier.name)
         item = Publish(
             exchange, raw.queue, raw.body, _copy_properties(raw.properties, {H_ATTEMPTS: attempts}), mandatory=False
         )
@@ -471,7 +471,7 @@ class AmqpConsumer:
     def _dead_letter(self, items: list[tuple[_Raw, str]]) -> None:
         if not items:
             return
-        names = self.transport.names
+        names = self.vhost.names
         work = []
         for raw, reason in items:
             attempts = raw.attempts
@@ -481,7 +481,7 @@ class AmqpConsumer:
                 "%s: message %s dead-lettered from %s: %s", self.channel, raw.properties.message_id, raw.queue, reason
             )
         self._publish_then_ack(work, "dead_letter")
-        self.transport.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
+        self.vhost.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
 
     def _move(self, items: list[tuple[_Raw, Rejection]]) -> None:
         if not items:
@@ -489,18 +489,18 @@ class AmqpConsumer:
         work = []
         for raw, rejection in items:
             kind = rejection.channel
-            exchange = self.transport.names.name(self.transport.address(kind))
+            exchange = self.vhost.names.name(self.vhost.address(kind))
             # keyed as this group's move, as every consumer's move is (rdss.model.rejection.moved_key)
             headers = {H_QUEUE: raw.queue, H_ENVELOPE: "rdss", H_KEY: moved_key(self.group)}
             properties = _copy_properties(raw.properties, headers)
             work.append((raw, Publish(exchange, kind, rejection.record, properties)))
         self._publish_then_ack(work, "invalid/error")
-        self.transport.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
+        self.vhost.counter.forget([_counter_key(raw) for raw, _ in items if raw.redelivered])
 
     def _publish_then_ack(self, work: list[tuple[_Raw, Publish]], what: str) -> None:
         """Publish the copies (confirmed), then ack the originals: at least once, never lost. A
         copy the broker did not confirm leaves its original unacked and requeued."""
-        results = self.transport.publisher.publish([item for _, item in work])
+        results = self.vhost.publisher.publish([item for _, item in work])
         for (raw, _), result in zip(work, results, strict=True):
             if result.code is None:
                 self._ack(raw.tag)
@@ -517,7 +517,7 @@ class AmqpConsumer:
             with contextlib.suppress(pika.exceptions.AMQPError):
                 self._amqp.basic_nack(raw.tag, requeue=True)
             with contextlib.suppress(Exception):
-                self.transport.counter.forgive([_counter_key(raw)])  # requeued by us, not by a crash
+                self.vhost.counter.forgive([_counter_key(raw)])  # requeued by us, not by a crash
 
 
 def _tag(position: str) -> int:
