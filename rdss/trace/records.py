@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from botocore.exceptions import ClientError
@@ -25,9 +25,9 @@ from rdss.model import decoration
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import claimable_id, record_key, redriven_key
 from rdss.trace.content import is_part
-
-if TYPE_CHECKING:
-    from rdss.trace.tracer import Timeline, Tracer
+from rdss.trace.findings import hour_prefixes, is_error
+from rdss.trace.sources import ARCHIVE_AFTER, ARCHIVE_BEFORE, DEFAULT_WINDOW, Sources
+from rdss.trace.timeline import Dispatch, Event, Timeline
 
 #: A record of a stream, as the broker's Local Data Repository names it.
 RECORD = re.compile(r"^(shardId-[0-9]+)/([0-9]+)$")
@@ -37,9 +37,8 @@ def is_record(text: str) -> bool:
     return RECORD.match(text) is not None
 
 
-def trace_record(tracer: Tracer, record: str, *, since: datetime | None = None) -> Timeline:
+def trace_record(tracer: Sources, record: str, *, since: datetime | None = None) -> Timeline:
     """What the deployment keeps of one ``input`` record (see the module)."""
-    from rdss.trace.tracer import ARCHIVE_AFTER, ARCHIVE_BEFORE, DEFAULT_WINDOW, Dispatch, Event, Timeline, _is_error
 
     timeline = Timeline(record)
     shard, sequence = record.split("/", 1)
@@ -62,7 +61,7 @@ def trace_record(tracer: Tracer, record: str, *, since: datetime | None = None) 
             timeline.events.append(Event(None, "redrive", what))
         elif claimed is not None:
             dispatch.error_code = claimed.get("errorCode")
-            dispatch.outcome = "error" if _is_error(dispatch.error_code) else "invalid"
+            dispatch.outcome = "error" if is_error(dispatch.error_code) else "invalid"
             dispatch.channels = [dispatch.outcome]
             timeline.events.append(Event(None, "broker", f"record {record}: {dispatch.outcome}, {dispatch.error_code}"))
         elif by_id is not None and by_id.get("claimedBy") == record:  # a valid message: claimed by its id
@@ -75,7 +74,7 @@ def trace_record(tracer: Tracer, record: str, *, since: datetime | None = None) 
             timeline.events.append(Event(None, "broker", what))
         timeline.dispatches.append(dispatch)
         for channel in ("invalid", "error"):
-            for copy in tracer._read(channel, arrived or start):
+            for copy in tracer.read(channel, arrived or start):
                 if _original(copy.data) == payload:
                     header = orjson.loads(copy.data).get("messageHeader", {})
                     timeline.channels[channel] = timeline.channels.get(channel, 0) + 1
@@ -90,16 +89,15 @@ def trace_record(tracer: Tracer, record: str, *, since: datetime | None = None) 
 
 
 def _archives(
-    tracer: Tracer, timeline: Timeline, identity: tuple[str, str, str], payload: bytes | None, window: Any
+    tracer: Sources, timeline: Timeline, identity: tuple[str, str, str], payload: bytes | None, window: Any
 ) -> None:
     """The record's entry in the audit archive and its decorated copies' in the errors archive."""
-    from rdss.trace.tracer import Event, _hour_prefixes
 
     for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
         name = tracer.buckets[bucket]
         seen = archive.Identities()
-        for prefix in _hour_prefixes(base, *window, errors=bucket == "errors"):
-            for key, written in tracer._keys(name, prefix):
+        for prefix in hour_prefixes(base, *window, errors=bucket == "errors"):
+            for key, written in tracer.keys(name, prefix):
                 try:
                     entries = archive.read(tracer.s3.get_object(Bucket=name, Key=key)["Body"].read())
                 except (ClientError, OSError, EOFError):

@@ -12,18 +12,15 @@ the broker refused, or a consumer moved). A failure reply (errorCode in its head
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rdss.trace.content import header_of
-
-if TYPE_CHECKING:
-    from rdss.trace.tracer import Timeline, _Record
+from rdss.trace.timeline import Event, Record, Timeline
 
 
-def add_replies(timeline: Timeline, found: Mapping[str, Sequence[_Record]]) -> None:
+def add_replies(timeline: Timeline, found: Mapping[str, Sequence[Record]]) -> None:
     """Every copy of a reply to ``timeline``'s message on the channels but ``input`` (where it
     only entered), as events and as ``timeline.replies``."""
-    from rdss.trace.tracer import Event  # this module builds on rdss.trace.tracer
 
     for channel, records in found.items():
         if channel == "input":

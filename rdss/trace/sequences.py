@@ -12,30 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from rdss.model.sequences import SequenceError, join, sequence_id
 from rdss.model.validation import validate_message
 from rdss.repository.dynamodb import LocalDataRepository
-
-if TYPE_CHECKING:
-    from rdss.trace.tracer import Tracer, _Record
-
+from rdss.trace import findings
 from rdss.trace.content import header_of as _header_of
-from rdss.trace.tracer import ARCHIVE_AFTER, ARCHIVE_BEFORE, Event, Timeline
+from rdss.trace.sources import ARCHIVE_AFTER, ARCHIVE_BEFORE, Sources
+from rdss.trace.timeline import Event, Record, Timeline
 
 _NOT_ROUTED = ("input", "sequence", "invalid", "error")
 
 
-def trace_sequence(tracer: Tracer, asked: str, found: Mapping[str, list[_Record]], start: datetime) -> Timeline | None:
+def trace_sequence(tracer: Sources, asked: str, found: Mapping[str, list[Record]], start: datetime) -> Timeline | None:
     """The timeline of the sequence ``asked`` names (a sequence id, or the messageId of a
     message that was split); None when no record belongs to such a sequence."""
     sequence = asked if _holds(found, asked) else sequence_id(asked)
     if sequence != asked:
         needle = sequence.encode()
-        found = {c: [r for r in tracer._read(c, start) if needle in r.data] for c in found}
+        found = {c: [r for r in tracer.read(c, start) if needle in r.data] for c in found}
         if not _holds(found, sequence):
             return None
     timeline = Timeline(asked)
@@ -56,8 +54,8 @@ def trace_sequence(tracer: Tracer, asked: str, found: Mapping[str, list[_Record]
     claims = ldr.get([pid for pid, _ in ordered] + [f"record#{r.record}" for r in found["input"]])
     for part_id, header in ordered:
         part = Timeline(part_id)
-        tracer._dispatches(part, found, claims)
-        tracer._copies(part, found)
+        findings.dispatches(part, found, claims)
+        findings.copies(part, found)
         position = f"part {header['messageSequence'].get('position')}/{header['messageSequence'].get('total')}"
         timeline.dispatches.extend(part.dispatches)
         timeline.events.extend(Event(e.at, e.where, f"{position}: {e.what}", e.details) for e in part.events)
@@ -65,7 +63,7 @@ def trace_sequence(tracer: Tracer, asked: str, found: Mapping[str, list[_Record]
             timeline.channels[channel] = timeline.channels.get(channel, 0) + count
         if len(part.history) > len(timeline.history):
             timeline.history = part.history
-    tracer._sequence(timeline, found)
+    findings.sequence(tracer, timeline, found)
     timeline.whole = _whole(found, sequence)
     if timeline.whole:
         timeline.events.append(Event(None, "sequencer", _describe(timeline.whole), {"whole": timeline.whole}))
@@ -74,13 +72,13 @@ def trace_sequence(tracer: Tracer, asked: str, found: Mapping[str, list[_Record]
         window = (min(anchors) - ARCHIVE_BEFORE, max(anchors) + ARCHIVE_AFTER)
         for part_id, _ in ordered:
             part = Timeline(part_id)
-            tracer._archives(part, sequence.encode(), window)
+            findings.archives(tracer, part, sequence.encode(), window)
             timeline.archives.extend(part.archives)
             timeline.events.extend(part.events)
     return timeline
 
 
-def _holds(found: Mapping[str, list[_Record]], sequence: str) -> bool:
+def _holds(found: Mapping[str, list[Record]], sequence: str) -> bool:
     return any(
         ((_header_of(r.data) or {}).get("messageSequence") or {}).get("sequence") == sequence
         for records in found.values()
@@ -88,7 +86,7 @@ def _holds(found: Mapping[str, list[_Record]], sequence: str) -> bool:
     )
 
 
-def _whole(found: Mapping[str, list[_Record]], sequence: str) -> dict[str, Any] | None:
+def _whole(found: Mapping[str, list[Record]], sequence: str) -> dict[str, Any] | None:
     """What became of the whole: reassembled from the parts released to a routed channel, or
     moved with the code every part carries."""
     for channel, records in found.items():

@@ -1,0 +1,254 @@
+"""The steps of a trace: each reads what one source holds of a message and adds it to its
+:class:`~rdss.trace.timeline.Timeline` - the header, the gateways' own entries, the broker's
+decision for each input record, the copies on the other channels, the sequence's progress and
+the archive entries. :mod:`rdss.trace.tracer` runs them for a messageId, and
+:mod:`rdss.trace.sequences` for each part of a sequence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss.archive import entries as archive
+from rdss.model import decoration, history, timestamps
+from rdss.model.conflicts import CONFLICT
+from rdss.model.errors import ErrorCode
+from rdss.model.rejection import moved_by
+from rdss.repository.entries import record_key, redriven_key
+from rdss.trace.content import carried_header as _carried_header
+from rdss.trace.content import header_of as _header_of
+from rdss.trace.content import holds as _holds
+from rdss.trace.content import is_part as _is_part
+from rdss.trace.content import member_object as _object
+from rdss.trace.content import mentions as _mentions
+from rdss.trace.sources import Sources
+from rdss.trace.timeline import Dispatch, Event, Record, Timeline
+
+
+def header(found: Mapping[str, list[Record]]) -> dict[str, Any] | None:
+    """The message's header, from its first readable copy."""
+    for channel in ("input", *(c for c in found if c != "input")):
+        for record in found.get(channel, []):
+            header = _header_of(record.data)
+            if header is not None:
+                return header
+    return None
+
+
+def gateway_entries(sources: Sources, timeline: Timeline) -> None:
+    for app, repository in sources.repositories.items():
+        entry = repository.entry(timeline.message_id)
+        if entry is not None:
+            details = {"messageId": entry.message_id, **{k: v for k, v in entry.attributes().items() if v}}
+            what = f"{app}'s Local Data Repository: {entry.status}"
+            what += f" (moved with {entry.error_code})" if entry.error_code else ""
+            timeline.events.append(Event(None, "gateway", what, details))
+
+
+def dispatches(timeline: Timeline, found: Mapping[str, list[Record]], claims: Mapping[str, dict[str, Any]]) -> None:
+    """Each input record holding the message, and what the broker decided for it."""
+    claim = claims.get(timeline.message_id)
+    for record in found["input"]:
+        if not _holds(record.data, timeline.message_id):
+            continue  # another message naming this id (a reply's correlationId, say)
+        timeline.events.append(Event(record.arrived, "input", f"record {record.record} entered input"))
+        dispatch = Dispatch(record.record, record.arrived, "pending")
+        record_claim = claims.get(record_key(record.record))
+        note = claims.get(redriven_key(record.record))
+        if note is not None:  # its batch was parked: put back as a new record, traced as itself
+            dispatch.outcome = "redriven"
+            dispatch.redriven_as = str(note.get("redrivenAs"))
+            what = f"record {record.record}: parked, put back by rdss redrive as record {dispatch.redriven_as}"
+            timeline.events.append(Event(_noted_at(note), "redrive", what))
+        elif record_claim is not None and record_claim.get("status") == CONFLICT:
+            dispatch.outcome = "conflict"
+            dispatch.channels = ["invalid"]
+            dispatch.error_code = record_claim.get("errorCode")
+            dispatch.conflicts_with = record_claim.get("conflictsWith")
+            what = (
+                f"record {record.record}: CONFLICT - a different message under this messageId, which record "
+                f"{dispatch.conflicts_with} claimed first; moved to invalid ({dispatch.error_code})"
+            )
+            timeline.events.append(Event(_claimed_at(record_claim), "broker", what, {"claim": record_claim}))
+        elif record_claim is not None:
+            dispatch.outcome = "error" if is_error(record_claim.get("errorCode")) else "invalid"
+            dispatch.channels = [dispatch.outcome]
+            dispatch.error_code = record_claim.get("errorCode")
+            moved = _decorated_copy(found, record.data)
+            if moved is not None:
+                dispatch.error_description = moved.get("errorDescription")
+            what = f"record {record.record}: invalid, {dispatch.error_code}"
+            what += f" ({dispatch.error_description})" if dispatch.error_description else ""
+            timeline.events.append(Event(_claimed_at(record_claim), "broker", what))
+        elif claim is not None and claim.get("claimedBy") == record.record:
+            dispatch.outcome = "part" if _is_part(record.data) else "routed"
+            routed = [
+                r.channel
+                for c, records in found.items()
+                if c not in ("input", "invalid", "error")
+                for r in records
+                if history.extends(record.data, r.data)
+            ]
+            dispatch.channels = sorted(set(routed))
+            what = f"claimed the messageId for record {record.record} ({claim.get('status')})"
+            timeline.events.append(Event(_claimed_at(claim), "broker", what, {"claim": claim}))
+        elif claim is not None:
+            dispatch.outcome = "duplicate"
+            dispatch.duplicate_of = claim.get("claimedBy")
+            what = f"record {record.record}: duplicate of record {dispatch.duplicate_of}, dropped"
+            timeline.events.append(Event(record.arrived, "broker", what))
+        timeline.dispatches.append(dispatch)
+
+
+def copies(timeline: Timeline, found: Mapping[str, list[Record]]) -> None:
+    """The copies on the other channels: where they are, their hops, their error codes."""
+    for channel, records in found.items():
+        if channel == "input":
+            continue
+        for record in records:
+            header = _header_of(record.data)
+            if header is None or (header.get("messageId") != timeline.message_id):
+                continue
+            timeline.channels[channel] = timeline.channels.get(channel, 0) + 1
+            if channel in ("invalid", "error"):
+                outer = orjson.loads(record.data)["messageHeader"]
+                code, description = outer.get("errorCode"), outer.get("errorDescription")
+                group = moved_by(record.partition_key)
+                if group is not None:  # put there by a consumer, keyed as its move
+                    timeline.moves.append((group, channel, code))
+                    what = f"moved to {channel} by consumer group {group}: {code} {description}"
+                else:
+                    timeline.error_code, timeline.error_description = code, description
+                    what = f"moved to {channel}: {code} {description}"
+            else:
+                what = f"on {channel}"
+            hops = (
+                history.hops(record.data) if channel not in ("invalid", "error") else header.get("messageHistory", [])
+            )
+            if len(hops) > len(timeline.history):
+                timeline.history = hops
+            timeline.events.append(Event(record.arrived, channel, what, {"record": record.record}))
+    for hop in timeline.history:
+        timeline.events.append(
+            Event(
+                parse_time(hop.get("timestamp")),
+                "hop",
+                f"{hop.get('machineId')} ({hop.get('machineAddress')}) forwarded it (messageHistory)",
+            )
+        )
+    if timeline.dispatches:
+        timeline.channels["input"] = len(timeline.dispatches)
+
+
+def sequence(sources: Sources, timeline: Timeline, found: Mapping[str, list[Record]]) -> None:
+    sequence = _object(timeline.header or {}, "messageSequence")
+    if sequence.get("total", 1) == 1 or not isinstance(sequence.get("sequence"), str):
+        return
+    info: dict[str, Any] = {
+        "sequence": sequence.get("sequence"),
+        "position": sequence.get("position"),
+        "total": sequence.get("total"),
+    }
+    try:
+        item = sources.dynamodb.get_item(
+            TableName=sources.deployment.table("sequences"),
+            Key={"sequence": {"S": sequence["sequence"]}},
+            ConsistentRead=True,
+        ).get("Item")
+    except (ClientError, BotoCoreError):
+        item = None
+    if item:
+        info["status"] = item.get("status", {}).get("S")
+        info["positionsSeen"] = sorted(int(p) for p in item.get("positions", {}).get("NS", []))
+        seen = f"{len(info['positionsSeen'])} of {sequence.get('total')} parts"
+        timeline.events.append(
+            Event(None, "sequencer", f"sequence {sequence['sequence']}: {info['status']} ({seen})", {"sequence": info})
+        )
+    timeline.sequence = info
+
+
+def archives(sources: Sources, timeline: Timeline, needle: bytes, window: tuple[datetime, datetime]) -> None:
+    """The archive entries that hold the message, each record once (an entry archived again
+    has the same identity)."""
+    for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
+        name = sources.buckets[bucket]
+        seen = archive.Identities()
+        for prefix in hour_prefixes(base, *window, errors=bucket == "errors"):
+            for key, written in sources.keys(name, prefix):
+                try:
+                    entries = archive.read(sources.s3.get_object(Bucket=name, Key=key)["Body"].read())
+                except (ClientError, OSError, EOFError):
+                    continue
+                for number, entry in enumerate(entries, 1):
+                    if not _mentions(entry.payload, needle) or not _holds(entry.payload, timeline.message_id):
+                        continue
+                    if not seen.first(entry):
+                        continue
+                    found: dict[str, Any] = {"archive": bucket, "bucket": name, "key": key, "line": number}
+                    what = f"archived in s3://{name}/{key}, entry {number}"
+                    if entry.identity is not None:
+                        found |= {"stream": entry.stream, "record": entry.record, "arrival": entry.arrival}
+                        what += f" ({entry.stream} {entry.record})"
+                    outer = (_carried_header(entry.payload) or {}) if bucket == "errors" else {}
+                    if outer.get("errorCode"):
+                        found["errorCode"] = outer["errorCode"]
+                        what += f" ({outer['errorCode']})"
+                    timeline.archives.append(found)
+                    timeline.events.append(Event(entry.arrived or written, bucket, what))
+
+
+def hour_prefixes(base: str, start: datetime, end: datetime, *, errors: bool) -> list[str]:
+    """The hour prefixes from ``start`` to ``end`` (for errors: under invalid/ and error/)."""
+    bases = [f"{base}invalid/", f"{base}error/"] if errors else [base]
+    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    prefixes: list[str] = []
+    while hour <= end:
+        prefixes.extend(archive.hour_prefix(b, hour) for b in bases)
+        hour += timedelta(hours=1)
+    return prefixes
+
+
+def _decorated_copy(found: Mapping[str, list[Record]], payload: bytes) -> dict[str, Any] | None:
+    """The outer header (errorCode, errorDescription) of the decorated copy of ``payload``."""
+    for channel in ("invalid", "error"):
+        for record in found[channel]:
+            if moved_by(record.partition_key) is not None:  # a consumer's move, not the broker's verdict
+                continue
+            try:
+                original = decoration.original(record.data)
+            except (ValueError, orjson.JSONDecodeError, KeyError):
+                continue
+            if history.extends(payload, original):
+                header: dict[str, Any] = orjson.loads(record.data)["messageHeader"]
+                return header
+    return None
+
+
+def is_error(code: Any) -> bool:
+    try:
+        return ErrorCode(str(code)).channel.value == "error"
+    except ValueError:
+        return False
+
+
+def _noted_at(note: Mapping[str, Any]) -> datetime | None:
+    at = note.get("redrivenAt")
+    return datetime.fromtimestamp(int(at), UTC) if isinstance(at, int) else None
+
+
+def _claimed_at(claim: Mapping[str, Any]) -> datetime | None:
+    received = claim.get("receivedAt")
+    return datetime.fromtimestamp(int(received), UTC) if received is not None else None
+
+
+def parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return timestamps.parse(text)
+    except ValueError:
+        return None
