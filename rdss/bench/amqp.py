@@ -60,12 +60,15 @@ def broker(url: str | None) -> Iterator[str]:
     if given:
         yield given
         return
-    resources.checkout_on_path()  # the rdss command of `make setup`'s venv, as python -m rdss
-    try:
-        from tests.support.rabbitmq import RabbitMQ, install
-    except ImportError as error:  # an installed package has no tests/
-        raise RuntimeError("no broker: pass --url or set RDSS_AMQP_URL") from error
-    install()
+    from rdss.bench.rabbitmq_node import SERVER, RabbitMQ
+
+    # a private node only from a checkout (make setup installed the server); a benchmark run from
+    # an installed package installs nothing and is told what would let it run
+    if resources.checkout_on_path() is None or not SERVER.exists():
+        raise RuntimeError(
+            "no broker: pass --url or set RDSS_AMQP_URL (from a checkout, `make rabbitmq` installs the server "
+            "for a private node)"
+        )
     node = RabbitMQ()
     node.start()
     try:
@@ -199,7 +202,7 @@ def _one_at_a_time(transport: Any, payloads: list[bytes]) -> float:
     """The baseline: pika's BlockingChannel, confirm mode, each publish waiting for its confirm."""
     import pika
 
-    with transport.connection() as connection:
+    with transport.vhost.connection() as connection:
         channel = connection.channel()
         channel.confirm_delivery()
         # durable, like the gateway's queues: a persistent message in a durable queue is confirmed
