@@ -18,19 +18,16 @@ so that ``record["messageHeader"]["errorCode"]`` reads the same on every decorat
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from rdss.model import jsontext
 from rdss.model.errors import ErrorCode
 
 #: Key of the wrapper that carries a payload which could not be decorated in place.
 WRAPPER_KEY = "originalPayload"
-
-_DECODER = json.JSONDecoder()
-_WHITESPACE = " \t\n\r"
 
 
 def decorate(payload: bytes, error_code: ErrorCode | str, error_description: str) -> bytes:
@@ -119,52 +116,19 @@ def _wrap(payload: bytes, code: str, description: str) -> bytes:
 
 def _header_span(payload: bytes) -> tuple[int, int, bool, dict[str, Any]] | None:
     """Byte offsets (start, end) of the top-level messageHeader object, whether it is empty,
-    and its value; None when the payload has no such object.
-
-    Walks the top-level members only; each value is skipped with the standard library's C
-    scanner. Duplicate keys resolve to the last, as JSON parsers do.
-    """
+    and its value; None when the payload has no such object (or is not a well-formed object:
+    every member is walked, :func:`rdss.model.jsontext.top_level`). Duplicate keys resolve to
+    the last, as JSON parsers do."""
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    index = _skip(text, 0)
-    if index >= len(text) or text[index] != "{":
-        return None
-    index = _skip(text, index + 1)
-    found: tuple[int, int, Any] | None = None
     try:
-        if text[index] == "}":
-            return None
-        while True:
-            if text[index] != '"':
-                return None
-            key, index = json.decoder.scanstring(text, index + 1)  # type: ignore[attr-defined]
-            index = _skip(text, index)
-            if text[index] != ":":
-                return None
-            index = _skip(text, index + 1)
-            value, end = _DECODER.raw_decode(text, index)
-            if key == "messageHeader":
-                found = (index, end, value)
-            index = _skip(text, end)
-            if text[index] == "}":
-                break
-            if text[index] != ",":
-                return None
-            index = _skip(text, index + 1)
+        found = jsontext.top_level(text, "messageHeader", whole=True)
     except (ValueError, IndexError):
         return None
-    if found is None or not isinstance(found[2], dict):
+    if found is None or not isinstance(found.value, dict):
         return None
-    start, end, header = found
-    # offsets so far count characters; the payload is sliced in bytes
-    byte_start = len(text[:start].encode("utf-8"))
-    byte_end = byte_start + len(text[start:end].encode("utf-8"))
-    return byte_start, byte_end, not header, header
-
-
-def _skip(text: str, index: int) -> int:
-    while index < len(text) and text[index] in _WHITESPACE:
-        index += 1
-    return index
+    byte_start = jsontext.byte_offset(text, found.start)
+    byte_end = byte_start + len(text[found.start : found.end].encode("utf-8"))
+    return byte_start, byte_end, not found.value, found.value

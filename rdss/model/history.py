@@ -18,20 +18,18 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 import orjson
 
-from rdss.model import timestamps
+from rdss.model import jsontext, timestamps
 
-_DECODER = json.JSONDecoder()
 _COMPACT = b'{"messageHeader":{'
 #: Header members that follow messageHistory in the spec's order: a first hop goes before them.
 _AFTER_HISTORY = frozenset({"version", "errorCode", "errorDescription", "generator"})
-_WHITESPACE = " \t\n\r"
 _HOSTNAME = re.compile(
     r"(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z"
 )
@@ -91,23 +89,23 @@ def append(payload: bytes, entry: Hop, *, header: Mapping[str, Any] | None = Non
     header = parsed
     if "messageHistory" not in header:
         member = b'"messageHistory":[' + encoded + b"]"
-        members = list(_members(text, start))
-        following = next((m for m in members if m[0] in _AFTER_HISTORY), None)
+        members = list(jsontext.members(text, start))
+        following = next((m for m in members if m.name in _AFTER_HISTORY), None)
         if following is None:
             at, insertion = end - 1, (b"," if members else b"") + member  # before the closing brace
         else:
-            at, insertion = following[1], member + b","  # before the member's name
+            at, insertion = following.name_start, member + b","  # before the member's name
     else:
         if not isinstance(header["messageHistory"], list):
             raise ValueError("messageHistory is not an array")
         # the last member of that name is the one parsers keep
         if entry.entry() in header["messageHistory"]:
             return payload  # the schema wants entries unique: this hop is there already
-        value_end = [m[3] for m in _members(text, start) if m[0] == "messageHistory"][-1]
+        value_end = [m.end for m in jsontext.members(text, start) if m.name == "messageHistory"][-1]
         empty = not header["messageHistory"]
         insertion = encoded if empty else b"," + encoded
         at = value_end - 1  # the array's closing bracket
-    offset = _byte_offset(text, at)
+    offset = jsontext.byte_offset(text, at)
     return payload[:offset] + insertion + payload[offset:]
 
 
@@ -177,54 +175,10 @@ def _header(payload: bytes) -> tuple[str, int, int, dict[str, Any]]:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError("not UTF-8") from error
-    found: tuple[int, int, Any] | None = None
     try:
-        for key, _, start, end, value in _members(text, _skip(text, 0)):
-            if key == "messageHeader":
-                found = (start, end, value)
-                # a later duplicate would win, as in JSON parsers: only read on when the name
-                # occurs again at all (a cheap search, instead of parsing the body)
-                if payload.find(b'"messageHeader"', _byte_offset(text, end)) < 0:
-                    break
+        found = jsontext.top_level(text, "messageHeader", whole=False)
     except (IndexError, json.JSONDecodeError) as error:
         raise ValueError(f"not a JSON object: {error}") from error
-    if found is None or not isinstance(found[2], dict):
+    if found is None or not isinstance(found.value, dict):
         raise ValueError("no messageHeader object")
-    return text, found[0], found[1], found[2]
-
-
-def _members(text: str, index: int) -> Iterator[tuple[str, int, int, int, Any]]:
-    """(name, name start, value start, value end, value) of the object at ``index``, in order."""
-    if text[index] != "{":
-        raise ValueError("not a JSON object")
-    index = _skip(text, index + 1)
-    if text[index] == "}":
-        return
-    while True:
-        if text[index] != '"':
-            raise ValueError("malformed object")
-        key_start = index
-        key, index = json.decoder.scanstring(text, index + 1)  # type: ignore[attr-defined]
-        index = _skip(text, index)
-        if text[index] != ":":
-            raise ValueError("malformed object")
-        start = _skip(text, index + 1)
-        value, end = _DECODER.raw_decode(text, start)
-        yield key, key_start, start, end, value
-        index = _skip(text, end)
-        if text[index] == "}":
-            return
-        if text[index] != ",":
-            raise ValueError("malformed object")
-        index = _skip(text, index + 1)
-
-
-def _skip(text: str, index: int) -> int:
-    while index < len(text) and text[index] in _WHITESPACE:
-        index += 1
-    return index
-
-
-def _byte_offset(text: str, index: int) -> int:
-    prefix = text[:index]
-    return index if prefix.isascii() else len(prefix.encode("utf-8"))
+    return text, found.start, found.end, found.value
