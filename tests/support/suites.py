@@ -23,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "build" / "test-logs"
 PYTHON = sys.executable
+#: ``--durations=15``: each log names its slowest tests, where the time of a slow run went.
 #: ``-rfEs``: the short summary names each failed, erroring and skipped test with its reason,
 #: which the closing lines gather (a CI record may keep only the end of the output).
-PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-q"]
+PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-q", "--durations=15"]
 #: Wide lines: pytest cuts each summary line to the terminal's width, 80 columns in a log
 ENVIRONMENT = {**os.environ, "COLUMNS": "240"}
 
