@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from botocore.exceptions import NoCredentialsError
+
 from rdss import __version__
 from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
 from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, text
@@ -74,6 +76,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         said = f"{safe(shorten(error.object))}: {printable(wrong)} is not UTF-8 text"
         print(f"rdss {args.command}: {said}", file=sys.stderr)
+        return USAGE
+    except NoCredentialsError:
+        # boto3 found no credentials (no variables, profile or role): one line, not botocore's traceback
+        endpoint = os.environ.get("AWS_ENDPOINT_URL")
+        where = f" for AWS_ENDPOINT_URL={safe(endpoint)}" if endpoint else ""
+        print(
+            f"rdss {args.command}: no AWS credentials{where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+            "AWS_PROFILE (an emulator such as `rdss local up` or LocalStack accepts any)",
+            file=sys.stderr,
+        )
         return USAGE
     except KeyboardInterrupt:
         return 130
