@@ -41,6 +41,7 @@ from rdss.model.rejection import Rejector
 from rdss.model.retry import SPEC_BACKOFF, Backoff
 
 if TYPE_CHECKING:
+    from rdss.gateway.claims import MessageClaims
     from rdss.gateway.url import GatewayURL
     from rdss.repository.entries import Repository
 
@@ -167,11 +168,42 @@ class Consumer(Protocol):
         ...
 
 
+class BrokerFunction(Protocol):
+    """The deployment's broker function played by a transport itself, for a messaging system
+    with no broker in front of it (:class:`rdss.gateway.inline_broker.InlineBroker`): what the
+    gateway asks of it."""
+
+    @property
+    def claims(self) -> MessageClaims | None:
+        """Which message each messageId published to ``input`` named first, to tell a resend
+        from another message under the same id (None: not checked, no digest needed)."""
+        ...
+
+
 @runtime_checkable
 class Transport(Protocol):
-    """Publishes to and consumes from the channels of one messaging system."""
+    """Publishes to and consumes from the channels of one messaging system.
+
+    Besides its methods a transport declares two optional capabilities, :attr:`entry_channel`
+    and :attr:`inline`, each None where it lacks it: only Kinesis has an entry channel, only a
+    broker-less transport (memory, RabbitMQ) an inline broker.
+    """
 
     scheme: str
+
+    @property
+    def entry_channel(self) -> str | None:
+        """Where every message enters the deployment (Kinesis: ``input``, archived as the
+        Audit Log, where the broker routes each by its content): a send named for a routed or
+        sequence channel is published there (:meth:`rdss.gateway.send.Sender.entry`). None: each
+        message is published on the channel it names."""
+        ...
+
+    @property
+    def inline(self) -> BrokerFunction | None:
+        """The broker function this transport plays itself (memory://, amqp://), None where the
+        deployment's broker does it (Kinesis)."""
+        ...
 
     def address(self, channel: str) -> str:
         """The physical address of a logical channel (stream name, exchange name...).

@@ -157,16 +157,16 @@ class Sender:
         """The channel a message for ``channel`` is published on: the transport's entry channel
         (Kinesis: ``input``, where the broker routes by content and Firehose archives every
         record) for the routed and sequence channels; the channel itself otherwise."""
-        entry = getattr(self.transport, "entry_channel", None)
+        entry = self.transport.entry_channel
         if entry is None or channel == entry or channel not in _BROKERED:
             return channel
-        return str(entry)
+        return entry
 
     def _digest(self, message: Mapping[str, Any]) -> str:
         """The digest an inline broker tells conflicts by (rdss.model.conflicts), computed
         here where the message is parsed already; "" where no inline broker checks them."""
-        inline = getattr(self.transport, "inline", None)
-        return message_digest(message) if getattr(inline, "claims", None) is not None else ""
+        inline = self.transport.inline
+        return message_digest(message) if inline is not None and inline.claims is not None else ""
 
     def prepare(self, messages: Iterable[Sendable], channel: str) -> list[_Prepared]:
         """Classify and split; raises :class:`MessageRefused` if any message is invalid, and

@@ -39,6 +39,8 @@ class AmqpTransport:
     :class:`rdss.gateway.backend.Transport`: publishing, and consumers reading through the same host."""
 
     scheme = "amqp"
+    #: A message is published on the exchange it names (the inline broker routes ``input``).
+    entry_channel: str | None = None
 
     def __init__(self, options: Options, settings: Settings, *, counter: RedeliveryCounter | None = None) -> None:
         self.vhost = VirtualHost(options, settings, counter=counter)

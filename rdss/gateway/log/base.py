@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from rdss.aws.failures import transient
 from rdss.aws.putrecords import PutRecordsBatcher, Record
-from rdss.gateway.backend import Consumer, Outcome, Outgoing, Settings, StartPosition
+from rdss.gateway.backend import BrokerFunction, Consumer, Outcome, Outgoing, Settings, StartPosition
 from rdss.gateway.checkpoints import LATEST, TRIM_HORIZON, LeaseStore
 from rdss.gateway.leases import LeaseCoordinator, worker_id
 from rdss.gateway.streams import PartitionedConsumer, PartitionLog
@@ -27,6 +27,10 @@ class LogTransport(ABC):
     """A :class:`rdss.gateway.backend.Transport` over a partitioned log."""
 
     scheme: str
+    #: The transport's optional capabilities (:class:`rdss.gateway.backend.Transport`): a log has
+    #: neither unless its subclass says so.
+    entry_channel: str | None = None
+    inline: BrokerFunction | None = None
 
     def __init__(
         self,

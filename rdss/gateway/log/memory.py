@@ -227,6 +227,8 @@ class MemoryTransport(LogTransport):
     """The memory bus as a :class:`rdss.gateway.backend.Transport`."""
 
     scheme = "memory"
+    #: The broker function, played on publishing to ``input`` (there is no broker Lambda here).
+    inline: InlineBroker
 
     def __init__(self, memory: MemoryBus, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(settings, memory, clock=clock)
