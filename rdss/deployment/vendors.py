@@ -121,8 +121,11 @@ def output_key(vendor: str, what: str) -> str:
 class VendorAccess:
     """One vendor's access to one deployment."""
 
+    #: Its name (:func:`check_vendor_name`): its role, its stack outputs and its consumer group.
     name: str
+    #: Whether it may put messages on ``input``.
     produces: bool
+    #: The routed channels it may read, as its consumer group.
     consumes: tuple[str, ...]
     deployment: Deployment
 

@@ -86,12 +86,17 @@ class Received:
 class ReceiveStats:
     """What a receiver did with the records it read."""
 
+    #: Whole messages handed to the application.
     delivered: int = 0
+    #: Messages the application acknowledged (their records settled and checkpointed).
     acked: int = 0
+    #: Times records were read again: a rewind after a failure, a lost lease, a nack.
     redelivered: int = 0
+    #: Records of a messageId already received (or held, or just moved): settled, not delivered.
     duplicates: int = 0
     #: This application's own messages (TO_SEND or SENT in its repository) coming back.
     own: int = 0
+    #: Messages the Message Selector turned down: settled, not delivered.
     filtered: int = 0
     #: Records the classifier refused (whole messages, and parts of invalid sequences): moved,
     #: decorated, to the invalid or error channel of their code.

@@ -266,8 +266,11 @@ class Incomplete:
     """A sequence still waiting for parts."""
 
     sequence: str
+    #: The parts it will have (its first part's ``total``).
     total: int
+    #: The positions held so far, in order.
     positions: tuple[int, ...]
+    #: When its first part arrived (the reassembler's clock): its timeout counts from then.
     first_seen: float
     parts: tuple[Message, ...]
 
