@@ -15,12 +15,26 @@ from typing import Any, NoReturn
 from botocore.exceptions import NoCredentialsError
 
 from rdss import __version__
-from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
+from rdss.cli import (
+    adaptor,
+    archive,
+    bench,
+    bridge,
+    gateway,
+    local,
+    messages,
+    redrive,
+    sequences,
+    status,
+    tour,
+    trace,
+    vendor,
+)
 from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, text
 from rdss.host.display import printable, safe, shorten
 from rdss.host.extras import missing_extra
 
-_COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, bridge, adaptor, redrive, archive, vendor)
+_COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, status, bridge, adaptor, redrive, archive, vendor)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -170,6 +170,9 @@ def test_commands_against_a_local_runtime(venv: Path, runtime: LocalRuntime, tmp
     traced = ok(rdss(venv, env, cwd, "trace", message_id)).out
     assert "routed to metadata" in traced
     ok(rdss(venv, env, cwd, "redrive", "--dry-run"))
+    state = json.loads(ok(rdss(venv, env, cwd, "status", "--json")).out)
+    assert {c["channel"]: c["lastDay"] for c in state["channels"]}["input"] >= 1
+    assert state["vendors"]["acme"]["produces"] == ["input"]
     assert "RDSS_GATEWAY_URL" in ok(rdss(venv, env, cwd, "vendor", "config", "acme")).out
     ok(rdss(venv, env, cwd, "archive", "--to", "archive", "--idle", "3", "--count", "1"))
     assert any(p.is_file() for p in (cwd / "archive").rglob("*"))

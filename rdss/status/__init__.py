@@ -1,0 +1,1 @@
+"""A deployment's state at a glance: ``rdss status`` (:mod:`rdss.status.snapshot`)."""

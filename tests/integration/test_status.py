@@ -1,0 +1,116 @@
+"""``rdss status`` against a deployment on the endpoint (the embedded emulator, or LocalStack):
+what it shows is what the deployment holds - channel counts equal the records put, a consumer
+group's lag appears once it falls behind and goes once it catches up, the invalid and error
+channels are counted by code (a consumer's moves apart), a parked batch and an open sequence
+show within one refresh of being made, and text from producers is shown inert."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from rdss.cli import main
+from rdss.model import decoration
+from rdss.model.sequences import split
+from rdss.model.workload import Workload
+from rdss.status.snapshot import Snapshot
+from tests.support.gateway_system import gateway_url, open_gateway
+from tests.support.system import System
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def credentials(system: System, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The endpoint's credentials, as a user's shell has them (the URL names the endpoint)."""
+    for name, value in system.endpoint.environment().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+
+
+def status_of(system: System, capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["status", "--url", gateway_url(system), "--json", *argv]) == 0
+    parsed: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+    return parsed
+
+
+def test_the_counts_are_the_records_each_channel_holds(system: System, capsys: pytest.CaptureFixture[str]) -> None:
+    workload = Workload(71)
+    messages = workload.mix(6)
+    system.publish([orjson.dumps(m) for m in messages])
+    invalid = [decoration.decorate(orjson.dumps(m), "GENERR001", "x") for m in workload.mix(3)]
+    system.publish(invalid, channel="invalid")
+    hostile = decoration.decorate(orjson.dumps(workload.mix(1)[0]), "GENERR004", "y").replace(
+        b'"errorCode":"GENERR004"', b'"errorCode":"<script>alert(1)</script>\\u001b[31m"'
+    )
+    system.publish([hostile], channel="error")
+    system.publish([invalid[0]], channel="invalid", partition_key="moved:acme")
+    status = status_of(system, capsys)
+    counts = {c["channel"]: c for c in status["channels"]}
+    assert counts["input"]["lastDay"] == counts["input"]["lastHour"] == 6
+    assert counts["invalid"]["lastDay"] == 4
+    assert counts["metadata"]["lastDay"] == 0
+    assert status["errorCodes"]["invalid"] == {"GENERR001": 3}
+    assert status["movedByConsumers"] == {"invalid": 1}
+    assert list(status["errorCodes"]["error"]) == ["<script>alert(1)</script>\x1b[31m"]
+    # the screen shows that code as text: no escape reaches the terminal
+    capsys.readouterr()
+    assert main(["status", "--url", gateway_url(system)]) == 0
+    screen = capsys.readouterr().out
+    assert "\x1b" not in screen
+    assert "\\x1b[31m" in screen or "\\u001b" in screen
+    # a limit below what a channel holds gives a floor, said as one
+    capped = {c["channel"]: c for c in status_of(system, capsys, "--limit", "2")["channels"]}
+    assert capped["input"]["lastDay"] == 2
+    assert capped["input"]["capped"] is True
+
+
+def test_a_group_s_lag_appears_when_it_falls_behind_and_goes_when_it_catches_up(
+    system: System, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = Workload(72)
+    system.publish([orjson.dumps(m) for m in workload.mix(2)], channel="metadata")
+    consumer = open_gateway(system, "archive")
+    with consumer.receiver("metadata", poll_interval=0.05) as inbox:
+        for _ in range(2):
+            received = inbox.receive(timeout=30)
+            assert received is not None
+            inbox.ack(received)
+        inbox.commit()
+    caught_up = [g for g in status_of(system, capsys)["lag"] if g["group"] == "archive"]
+    assert caught_up
+    assert caught_up[0]["channel"] == "metadata"
+    assert caught_up[0]["oldestUnreadSeconds"] == 0
+    system.publish([orjson.dumps(workload.mix(1)[0])], channel="metadata")
+    time.sleep(1.5)  # an age to see: the record waits unread
+    behind = [g for g in status_of(system, capsys)["lag"] if g["group"] == "archive"]
+    assert behind[0]["oldestUnreadSeconds"] >= 1
+
+
+def test_parked_batches_and_open_sequences_show_at_once(system: System, capsys: pytest.CaptureFixture[str]) -> None:
+    sqs = system.client("sqs")
+    url = sqs.create_queue(QueueName=system.deployment.on_failure_queue("broker"))["QueueUrl"]
+    try:
+        before = status_of(system, capsys)
+        assert before["parkedBatches"]["broker"] == 0
+        assert before["openSequences"]["count"] == 0
+        sqs.send_message(QueueUrl=url, MessageBody='{"KinesisBatchInfo": {}}')
+        parts = split(Workload(73).large(30_000), 12_000)
+        system.publish([orjson.dumps(parts[0])])
+        system.route()
+        after = status_of(system, capsys)
+        assert after["parkedBatches"]["broker"] == 1
+        assert after["openSequences"]["count"] == 1
+    finally:
+        sqs.delete_queue(QueueUrl=url)
+
+
+def test_a_source_missing_is_named_and_the_rest_still_shows(system: System) -> None:
+    # this deployment has no on-failure queues (its processors run in the test, not in Lambda)
+    status = Snapshot(system.deployment, system.client).take()
+    assert any(source.startswith("on-failure queue") for source in status.unread)
+    assert [c.channel for c in status.channels] == [c.name for c in system.deployment.topology.channels]
