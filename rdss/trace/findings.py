@@ -7,7 +7,7 @@ the archive entries. :mod:`rdss.trace.tracer` runs them for a messageId, and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -174,42 +174,24 @@ def sequence(sources: Sources, timeline: Timeline, found: Mapping[str, list[Reco
 def archives(sources: Sources, timeline: Timeline, needle: bytes, window: tuple[datetime, datetime]) -> None:
     """The archive entries that hold the message, each record once (an entry archived again
     has the same identity)."""
-    for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
-        name = sources.buckets[bucket]
-        seen = archive.Identities()
-        for prefix in hour_prefixes(base, *window, errors=bucket == "errors"):
-            for key, written in sources.keys(name, prefix):
-                try:
-                    entries = archive.read(sources.s3.get_object(Bucket=name, Key=key)["Body"].read())
-                except (ClientError, OSError, EOFError):
-                    continue
-                for number, entry in enumerate(entries, 1):
-                    if not _mentions(entry.payload, needle) or not _holds(entry.payload, timeline.message_id):
-                        continue
-                    if not seen.first(entry):
-                        continue
-                    found: dict[str, Any] = {"archive": bucket, "bucket": name, "key": key, "line": number}
-                    what = f"archived in s3://{name}/{key}, entry {number}"
-                    if entry.identity is not None:
-                        found |= {"stream": entry.stream, "record": entry.record, "arrival": entry.arrival}
-                        what += f" ({entry.stream} {entry.record})"
-                    outer = (_carried_header(entry.payload) or {}) if bucket == "errors" else {}
-                    if outer.get("errorCode"):
-                        found["errorCode"] = outer["errorCode"]
-                        what += f" ({outer['errorCode']})"
-                    timeline.archives.append(found)
-                    timeline.events.append(Event(entry.arrived or written, bucket, what))
-
-
-def hour_prefixes(base: str, start: datetime, end: datetime, *, errors: bool) -> list[str]:
-    """The hour prefixes from ``start`` to ``end`` (for errors: under invalid/ and error/)."""
-    bases = [f"{base}invalid/", f"{base}error/"] if errors else [base]
-    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    prefixes: list[str] = []
-    while hour <= end:
-        prefixes.extend(archive.hour_prefix(b, hour) for b in bases)
-        hour += timedelta(hours=1)
-    return prefixes
+    seen = {"audit": archive.Identities(), "errors": archive.Identities()}
+    for where in sources.archive_entries(window):
+        entry = where.entry
+        if not _mentions(entry.payload, needle) or not _holds(entry.payload, timeline.message_id):
+            continue
+        if not seen[where.archive].first(entry):
+            continue
+        found: dict[str, Any] = {"archive": where.archive, "bucket": where.bucket, "key": where.key, "line": where.line}
+        what = f"archived in s3://{where.bucket}/{where.key}, entry {where.line}"
+        if entry.identity is not None:
+            found |= {"stream": entry.stream, "record": entry.record, "arrival": entry.arrival}
+            what += f" ({entry.stream} {entry.record})"
+        outer = (_carried_header(entry.payload) or {}) if where.archive == "errors" else {}
+        if outer.get("errorCode"):
+            found["errorCode"] = outer["errorCode"]
+            what += f" ({outer['errorCode']})"
+        timeline.archives.append(found)
+        timeline.events.append(Event(entry.arrived or where.written, where.archive, what))
 
 
 def _decorated_copy(found: Mapping[str, list[Record]], payload: bytes) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from rdss.model import decoration
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import claimable_id, record_key, redriven_key
 from rdss.trace.content import is_part
-from rdss.trace.findings import hour_prefixes, is_error
+from rdss.trace.findings import is_error
 from rdss.trace.sources import ARCHIVE_AFTER, ARCHIVE_BEFORE, DEFAULT_WINDOW, Sources
 from rdss.trace.timeline import Dispatch, Event, Timeline
 
@@ -92,29 +92,27 @@ def _archives(
     tracer: Sources, timeline: Timeline, identity: tuple[str, str, str], payload: bytes | None, window: Any
 ) -> None:
     """The record's entry in the audit archive and its decorated copies' in the errors archive."""
-
-    for bucket, base in (("audit", "audit/"), ("errors", "errors/")):
-        name = tracer.buckets[bucket]
-        seen = archive.Identities()
-        for prefix in hour_prefixes(base, *window, errors=bucket == "errors"):
-            for key, written in tracer.keys(name, prefix):
-                try:
-                    entries = archive.read(tracer.s3.get_object(Bucket=name, Key=key)["Body"].read())
-                except (ClientError, OSError, EOFError):
-                    continue
-                for number, entry in enumerate(entries, 1):
-                    if bucket == "audit":
-                        ours = entry.identity == identity
-                    else:  # a decorated copy: its original bytes are the record's
-                        ours = payload is not None and _original(entry.payload) == payload
-                    if not ours or not seen.first(entry):
-                        continue
-                    if payload is None and bucket == "audit":
-                        payload = entry.payload  # past the stream's retention: the archive has it
-                    found = {"archive": bucket, "bucket": name, "key": key, "line": number, "record": entry.record}
-                    timeline.archives.append(found)
-                    what = f"archived in s3://{name}/{key}, entry {number} ({entry.stream} {entry.record})"
-                    timeline.events.append(Event(entry.arrived or written, bucket, what))
+    seen = {"audit": archive.Identities(), "errors": archive.Identities()}
+    for where in tracer.archive_entries(window):
+        entry = where.entry
+        if where.archive == "audit":
+            ours = entry.identity == identity
+        else:  # a decorated copy: its original bytes are the record's
+            ours = payload is not None and _original(entry.payload) == payload
+        if not ours or not seen[where.archive].first(entry):
+            continue
+        if payload is None and where.archive == "audit":
+            payload = entry.payload  # past the stream's retention: the archive has it
+        found = {
+            "archive": where.archive,
+            "bucket": where.bucket,
+            "key": where.key,
+            "line": where.line,
+            "record": entry.record,
+        }
+        timeline.archives.append(found)
+        what = f"archived in s3://{where.bucket}/{where.key}, entry {where.line} ({entry.stream} {entry.record})"
+        timeline.events.append(Event(entry.arrived or where.written, where.archive, what))
 
 
 def _stream_record(kinesis: Any, stream: str, shard: str, sequence: str) -> tuple[bytes, datetime | None] | None:

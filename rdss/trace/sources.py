@@ -5,11 +5,13 @@ these by :mod:`rdss.trace.findings`; :class:`rdss.trace.tracer.Tracer` is the tr
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from rdss.archive import entries as archive_entries
 from rdss.deployment.topology import Deployment
 from rdss.model import timestamps
 from rdss.repository.entries import Repository
@@ -21,6 +23,21 @@ ARCHIVE_BEFORE = timedelta(hours=1)
 ARCHIVE_AFTER = timedelta(hours=2)
 #: Without --since and without any anchor, the last day is searched.
 DEFAULT_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Archived:
+    """One archive entry, and where it lies."""
+
+    #: ``audit`` or ``errors``
+    archive: str
+    bucket: str
+    key: str
+    #: When its object was written.
+    written: datetime | None
+    #: Its place in the object (1: the first entry).
+    line: int
+    entry: archive_entries.Entry
 
 
 class Sources:
@@ -84,3 +101,28 @@ class Sources:
         except ClientError:
             return []
         return keys
+
+    def archive_entries(self, window: tuple[datetime, datetime]) -> Iterator[Archived]:
+        """Every entry of the audit and errors archives under the hour prefixes of ``window``;
+        an object that cannot be read is passed over (the trace shows what can be read)."""
+        for kind, base in (("audit", "audit/"), ("errors", "errors/")):
+            bucket = self.buckets[kind]
+            for prefix in hour_prefixes(base, *window, errors=kind == "errors"):
+                for key, written in self.keys(bucket, prefix):
+                    try:
+                        entries = archive_entries.read(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+                    except (ClientError, OSError, EOFError):
+                        continue
+                    for number, entry in enumerate(entries, 1):
+                        yield Archived(kind, bucket, key, written, number, entry)
+
+
+def hour_prefixes(base: str, start: datetime, end: datetime, *, errors: bool) -> list[str]:
+    """The hour prefixes from ``start`` to ``end`` (for errors: under invalid/ and error/)."""
+    bases = [f"{base}invalid/", f"{base}error/"] if errors else [base]
+    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    prefixes: list[str] = []
+    while hour <= end:
+        prefixes.extend(archive_entries.hour_prefix(b, hour) for b in bases)
+        hour += timedelta(hours=1)
+    return prefixes
