@@ -60,8 +60,11 @@ def _take(snapshot: Any) -> Any:
         status = snapshot.take()
     except (ClientError, BotoCoreError) as error:
         raise CommandError(str(error), USAGE) from error
-    if len(status.unread) >= 5 and not status.channels:
-        raise CommandError(f"cannot read the deployment: {'; '.join(status.unread.values())}", USAGE)
+    channels = [f"channel {c.name}" for c in snapshot.deployment.topology.channels]
+    if "channels" in status.unread or all(name in status.unread for name in channels):
+        # not one stream could be read: no deployment there to show (or none reachable)
+        why = status.unread.get("channels") or status.unread[channels[0]]
+        raise CommandError(f"cannot read deployment {snapshot.deployment.environment}: {why}", USAGE)
     return status
 
 

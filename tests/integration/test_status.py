@@ -114,3 +114,12 @@ def test_a_source_missing_is_named_and_the_rest_still_shows(system: System) -> N
     status = Snapshot(system.deployment, system.client).take()
     assert any(source.startswith("on-failure queue") for source in status.unread)
     assert [c.channel for c in status.channels] == [c.name for c in system.deployment.topology.channels]
+
+
+def test_a_deployment_not_there_is_one_line_and_exit_2(system: System, capsys: pytest.CaptureFixture[str]) -> None:
+    url = gateway_url(system).replace(system.deployment.environment, "absent", 1)
+    assert main(["status", "--url", url]) == 2
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err.count("\n") == 1
+    assert said.err.startswith("rdss status: cannot read deployment absent: ")
