@@ -29,14 +29,15 @@ from rdss.trace.sources import Sources
 from rdss.trace.timeline import Dispatch, Event, Record, Timeline
 
 
-def header(found: Mapping[str, list[Record]]) -> dict[str, Any] | None:
-    """The message's header, from its first readable copy."""
-    for channel in ("input", *(c for c in found if c != "input")):
-        for record in found.get(channel, []):
-            header = _header_of(record.data)
-            if header is not None:
-                return header
-    return None
+def header(found: Mapping[str, list[Record]], message_id: str) -> dict[str, Any] | None:
+    """The message's header, from its first readable copy: one whose header is the message's
+    own (a reply names the id too, as its correlationId, and may come first); failing that, the
+    first readable header among the records that mention the id."""
+    channels = ("input", *(c for c in found if c != "input"))
+    readable = [h for c in channels for r in found.get(c, []) if (h := _header_of(r.data)) is not None]
+    own = [h for h in readable if h.get("messageId") == message_id]
+    chosen = own or readable
+    return chosen[0] if chosen else None
 
 
 def gateway_entries(sources: Sources, timeline: Timeline) -> None:

@@ -68,7 +68,7 @@ class Tracer(Sources):
             sequenced = trace_sequence(self, message_id, found, start)
             if sequenced is not None:
                 return sequenced
-        header = findings.header(found)
+        header = findings.header(found, message_id)
         timeline.header = header
         if header is not None:
             published = findings.parse_time(_object(header, "messageTimings").get("publishedTimestamp"))
