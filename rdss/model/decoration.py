@@ -116,19 +116,19 @@ def _wrap(payload: bytes, code: str, description: str) -> bytes:
 
 def _header_span(payload: bytes) -> tuple[int, int, bool, dict[str, Any]] | None:
     """Byte offsets (start, end) of the top-level messageHeader object, whether it is empty,
-    and its value; None when the payload has no such object (or is not a well-formed object:
-    every member is walked, :func:`rdss.model.jsontext.top_level`). Duplicate keys resolve to
-    the last, as JSON parsers do."""
+    and its value; None when the payload has no such object. Duplicate names resolve to the
+    last, as JSON parsers do."""
     try:
         text = payload.decode("utf-8")
-    except UnicodeDecodeError:
+        member = jsontext.last_member(text, "messageHeader")
+    except (UnicodeDecodeError, ValueError):
         return None
-    try:
-        found = jsontext.top_level(text, "messageHeader", whole=True)
-    except (ValueError, IndexError):
+    if member is None or not isinstance(member.value, dict):
         return None
-    if found is None or not isinstance(found.value, dict):
-        return None
-    byte_start = jsontext.byte_offset(text, found.start)
-    byte_end = byte_start + len(text[found.start : found.end].encode("utf-8"))
-    return byte_start, byte_end, not found.value, found.value
+    header: dict[str, Any] = member.value
+    return (
+        jsontext.byte_offset(text, member.value_start),
+        jsontext.byte_offset(text, member.value_end),
+        not header,
+        header,
+    )

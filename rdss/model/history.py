@@ -14,7 +14,6 @@ tracing can follow a record through the hops that changed it.
 # No ``from __future__ import annotations``: a NamedTuple would compile each string annotation
 # when made. Every processor's cold start defines the records here (rdss.deployment.topology says more).
 
-import json
 import os
 import re
 import socket
@@ -101,7 +100,7 @@ def append(payload: bytes, entry: Hop, *, header: Mapping[str, Any] | None = Non
         # the last member of that name is the one parsers keep
         if entry.entry() in header["messageHistory"]:
             return payload  # the schema wants entries unique: this hop is there already
-        value_end = [m.end for m in jsontext.members(text, start) if m.name == "messageHistory"][-1]
+        value_end = [m.value_end for m in jsontext.members(text, start) if m.name == "messageHistory"][-1]
         empty = not header["messageHistory"]
         insertion = encoded if empty else b"," + encoded
         at = value_end - 1  # the array's closing bracket
@@ -176,9 +175,9 @@ def _header(payload: bytes) -> tuple[str, int, int, dict[str, Any]]:
     except UnicodeDecodeError as error:
         raise ValueError("not UTF-8") from error
     try:
-        found = jsontext.top_level(text, "messageHeader", whole=False)
-    except (IndexError, json.JSONDecodeError) as error:
+        member = jsontext.last_member(text, "messageHeader")
+    except ValueError as error:
         raise ValueError(f"not a JSON object: {error}") from error
-    if found is None or not isinstance(found.value, dict):
+    if member is None or not isinstance(member.value, dict):
         raise ValueError("no messageHeader object")
-    return text, found.start, found.end, found.value
+    return text, member.value_start, member.value_end, member.value

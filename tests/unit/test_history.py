@@ -123,3 +123,9 @@ def test_extends_recognises_any_chain_of_hops(chain: list[history.Hop], option: 
         record = history.append(record, hop)
     assert history.extends(payload, record)
     assert not history.extends(payload, record.replace(b'"version"', b'"version" '))
+
+
+def test_a_later_header_key_spelled_with_an_escape_is_the_one_that_gains_the_hop():
+    payload = b'{"messageHeader": {"a": 1}, "messageBody": {}, "message\\u0048eader": {"b": 2}}'
+    hopped = history.append(payload, BROKER)
+    assert orjson.loads(hopped)["messageHeader"] == {"b": 2, "messageHistory": [BROKER.entry()]}

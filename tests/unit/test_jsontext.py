@@ -1,69 +1,70 @@
-"""The one JSON-text walker (rdss.model.jsontext) that decoration and messageHistory change bytes
-in place with: every member's spans hold exactly its name and value, whatever the spacing, the
-characters or the nesting; a duplicate name resolves to the last, as parsers keep it; anything
-but a well-formed object is refused, never misread."""
+"""The one walker of a JSON object's members that decoration and messageHistory edit through."""
 
 from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rdss.model import jsontext
 
-values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=8,
 )
-layouts = st.sampled_from([{"separators": (",", ":")}, {"indent": 2}, {"separators": (" , ", " : ")}])
 
 
-@given(st.lists(st.tuples(st.text(max_size=6), values), max_size=6), layouts, st.booleans())
-def test_every_member_s_spans_hold_its_name_and_value(pairs, layout, ascii_only):
-    # members written one by one, so names may repeat as a producer may repeat them
-    dumps = lambda v: json.dumps(v, ensure_ascii=ascii_only, **layout)  # noqa: E731
-    text = " { " + " , ".join(f"{dumps(name)} : {dumps(value)}" for name, value in pairs) + " } "
-    found = list(jsontext.members(text, jsontext.skip(text, 0)))
-    assert [(m.name, m.value) for m in found] == pairs
+@given(
+    st.dictionaries(st.text(max_size=6), _values, max_size=5),
+    st.sampled_from([None, 2]),
+    st.booleans(),
+)
+def test_each_member_lies_where_it_says_in_any_layout(obj: dict[str, object], indent: int | None, ascii_: bool):
+    text = " \n" + json.dumps(obj, indent=indent, ensure_ascii=ascii_) + " "
+    found = list(jsontext.members(text))
+    assert [m.name for m in found] == list(obj)
     for member in found:
-        assert json.loads(text[member.start : member.end]) == member.value
-        assert text[member.name_start] == '"'
-        assert json.loads(text[member.name_start : text.index(":", member.name_start + len(dumps(member.name)))]) == (
-            member.name
-        )
-        encoded = text.encode("utf-8")
-        assert encoded[jsontext.byte_offset(text, member.start) :].decode("utf-8") == text[member.start :]
-    for name in {name for name, _ in pairs}:
-        last = [value for n, value in pairs if n == name][-1]
-        for whole in (True, False):
-            member = jsontext.top_level(text, name, whole=whole)
-            assert member is not None
-            assert member.value == last
+        assert json.JSONDecoder().raw_decode(text, member.name_start)[0] == member.name
+        assert json.loads(text[member.value_start : member.value_end]) == member.value == obj[member.name]
 
 
-@pytest.mark.parametrize("text", ["", "[]", "{", '{"a" 1}', '{"a":1,}', '{"a":1 "b":2}', "{a:1}", '{"a":}'])
-def test_anything_but_a_well_formed_object_is_refused(text):
-    with pytest.raises((ValueError, IndexError)):
-        jsontext.top_level(text, "a", whole=True)
-
-
-def test_stopping_early_reads_no_further_than_the_last_occurrence_of_the_name():
-    # what follows the header is not parsed when the name does not come again
-    text = '{"messageHeader":{"a":1},"messageBody":{"x":'
-    member = jsontext.top_level(text, "messageHeader", whole=False)
+def test_the_last_of_a_name_is_kept_even_when_spelled_with_an_escape():
+    text = '{"h": 1, "b": [2], "\\u0068": {"x": 3}}'
+    member = jsontext.last_member(text, "h")
     assert member is not None
-    assert member.value == {"a": 1}
-    with pytest.raises((ValueError, IndexError)):
-        jsontext.top_level(text, "messageHeader", whole=True)
+    assert member.value == {"x": 3} == orjson.loads(text)["h"]
+    assert jsontext.last_member('{"h": 1} trailing', "h") == (  # the object ends the walk
+        jsontext.Member("h", 1, 6, 7, 1)
+    )
+    assert jsontext.last_member('{"b": 1}', "h") is None
 
 
-def test_a_duplicate_spelt_with_an_escape_is_still_the_one_kept():
-    text = '{"messageHeader":{"a":1},"messageHead\\u0065r":{"a":2},"messageBody":{}}'
-    assert json.loads(text)["messageHeader"] == {"a": 2}
-    for whole in (True, False):
-        member = jsontext.top_level(text, "messageHeader", whole=whole)
-        assert member is not None
-        assert member.value == {"a": 2}
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "  ",
+        "[1]",
+        '{"a" 1}',
+        '{"a": 1',
+        '{"a": 1 "b": 2}',
+        '{"a": }',
+        "{a: 1}",
+        '{"a":' + "[" * 1100 + "]" * 1100 + "}",
+    ],
+)
+def test_what_is_not_an_object_or_is_too_deep_to_walk_is_a_value_error(text: str):
+    with pytest.raises(ValueError):
+        list(jsontext.members(text))
+
+
+def test_byte_offsets_count_utf8_bytes():
+    text = '{"é": "ü", "a": 1}'
+    member = jsontext.last_member(text, "a")
+    assert member is not None
+    data = text.encode()
+    assert data[jsontext.byte_offset(text, member.value_start) : jsontext.byte_offset(text, member.value_end)] == b"1"

@@ -159,3 +159,15 @@ def test_payloads_json_only_to_python_are_wrapped(payload: bytes):
     decorated = decoration.decorate(payload, ErrorCode.GENERR007, "malformed")
     assert decoration.is_wrapped(orjson.loads(decorated))
     assert decoration.original(decorated) == payload
+
+
+@pytest.mark.parametrize("header_first", [True, False])
+def test_a_body_nested_deeper_than_python_recurses_is_still_decorated(header_first: bool):
+    # orjson reads 1020 levels; the standard library's scanner, which finds the header, stops
+    # near Python's recursion limit: the header is found without reading the body, or wrapped
+    header, body = b'"messageHeader":{"messageId":"m"}', b'"messageBody":' + b"[" * 1020 + b"]" * 1020
+    payload = b"{" + (header + b"," + body if header_first else body + b"," + header) + b"}"
+    record = decoration.decorate(payload, ErrorCode.GENERR001, "deep")
+    assert orjson.loads(record)["messageHeader"]["errorCode"] == "GENERR001"
+    assert decoration.is_wrapped(orjson.loads(record)) is not header_first
+    assert decoration.original(record) == payload
