@@ -247,6 +247,13 @@ class ProcessorFunction(Construct):
                 acknowledge(self.function, rule, synchronous)
             skip_checkov(self.function, "CKV_AWS_116", synchronous)
         acknowledge(self.function, f"{NIST}-LambdaInsideVPC", f"{function_name} runs outside a VPC: {NO_VPC_REASON}")
+        if config.tracing != "active":
+            acknowledge(
+                self.function,
+                f"{SERVERLESS}-LambdaTracing",
+                f"{function_name}: X-Ray tracing is {config.tracing} by the environment's tracing setting (cdk.json), "
+                "an operator's choice of cost against traces; active is the default",
+            )
         skip_checkov(self.function, "CKV_AWS_117", f"{function_name} runs outside a VPC: {NO_VPC_REASON}")
         acknowledge(
             self.role,
