@@ -219,10 +219,6 @@ def priced_in(region: str | None) -> Iterator[str]:
         _REGION.reset(token)
 
 
-def current_region() -> str:
-    return _REGION.get()
-
-
 def usd(name: str) -> float:
     """The price ``name`` in US dollars per its unit, in the region being priced."""
     return REGIONS[_REGION.get()][name].usd
