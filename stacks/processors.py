@@ -36,6 +36,14 @@ from stacks.dependencies import drop_referenced_dependency
 from stacks.monitoring import Monitoring
 from stacks.nag import NIST, SERVERLESS, Acknowledgements, acknowledge, iam5, resource_wildcard, skip_checkov
 
+#: The functions' X-Ray tracing by the ``tracing`` setting (rdss.deployment.settings.TRACING_MODES):
+#: Lambda samples actively traced invocations by its own fixed rule.
+TRACING = {
+    "active": lambda_.Tracing.ACTIVE,
+    "pass-through": lambda_.Tracing.PASS_THROUGH,
+    "disabled": lambda_.Tracing.DISABLED,
+}
+
 #: Why the functions run outside a VPC (cdk-nag NIST LambdaInsideVPC, checkov CKV_AWS_117).
 NO_VPC_REASON = (
     "it serves no network endpoint and reaches no private resource: it calls only AWS APIs (Kinesis, DynamoDB, "
@@ -124,7 +132,7 @@ class ProcessorFunction(Construct):
             role=self.role,
             memory_size=settings.memory_mb,
             timeout=cdk.Duration.seconds(settings.timeout_seconds),
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=TRACING[config.tracing],
             log_group=self.log_group,
             reserved_concurrent_executions=settings.reserved_concurrency,
             # The variables name resources only, but they are encrypted with the stack's key
@@ -239,6 +247,13 @@ class ProcessorFunction(Construct):
                 acknowledge(self.function, rule, synchronous)
             skip_checkov(self.function, "CKV_AWS_116", synchronous)
         acknowledge(self.function, f"{NIST}-LambdaInsideVPC", f"{function_name} runs outside a VPC: {NO_VPC_REASON}")
+        if config.tracing != "active":
+            acknowledge(
+                self.function,
+                f"{SERVERLESS}-LambdaTracing",
+                f"{function_name}: X-Ray tracing is {config.tracing} by the environment's tracing setting (cdk.json), "
+                "an operator's choice of cost against traces; active is the default",
+            )
         skip_checkov(self.function, "CKV_AWS_117", f"{function_name} runs outside a VPC: {NO_VPC_REASON}")
         acknowledge(
             self.role,

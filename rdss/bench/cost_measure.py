@@ -18,6 +18,7 @@ import gzip
 import io
 import math
 import os
+import statistics
 import time
 import uuid
 from collections import Counter
@@ -275,3 +276,56 @@ def measure(messages: int = 2000, *, batch: int = 100, seed: int = 11) -> Figure
         curated_bytes=round(curated_bytes(payloads) or MEASURED.curated_bytes, 1),
         sample=messages,
     )
+
+
+class _CallTimer:
+    """Times every data-plane call a botocore client makes (before-call to after-call)."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self._started: dict[int, float] = {}
+
+    def attach(self, client: Any) -> Any:
+        client.meta.events.register("before-call.*.*", self._before)
+        client.meta.events.register("after-call.*.*", self._after)
+        return client
+
+    def _before(self, context: dict[str, Any], **_: Any) -> None:
+        self._started[id(context)] = time.perf_counter()
+
+    def _after(self, context: dict[str, Any], **_: Any) -> None:
+        started = self._started.pop(id(context), None)
+        if started is not None:
+            self.seconds.append(time.perf_counter() - started)
+
+
+def call_latency(messages: int = 1000, *, batch: int = 100, seed: int = 13) -> tuple[float, int]:
+    """The median (p50) seconds of an AWS call the real broker makes, and how many were timed:
+    ``messages`` workload messages through the broker handler against the embedded emulator (as
+    ``rdss bench broker`` runs it), every TransactWriteItems, PutRecords, BatchGetItem and PutItem
+    timed through botocore, HTTP included. A first batch warms the clients up, untimed."""
+    from rdss.local.emulator import provision, start_embedded
+
+    deployment = Deployment("bench")
+    names = from_environment(deployment.environment_variables())
+    endpoint = start_embedded()
+    timer = _CallTimer()
+    try:
+        provision(endpoint, deployment)
+        kinesis = timer.attach(endpoint.client("kinesis"))
+        dynamodb = timer.attach(endpoint.client("dynamodb"))
+        with _captured_logs("INFO"):
+            handler = KinesisEventSourceMappingHandler(Broker(names=names, dynamodb=dynamodb), kinesis=kinesis)
+            handler({"Records": []}, None)
+            for event in events(batch, batch, seed=seed + 1, first=messages):
+                handler(event, None)
+            timer.seconds.clear()
+            for event in events(messages, batch, seed):
+                if handler(event, None)["batchItemFailures"]:
+                    raise AssertionError("the broker failed records on the embedded emulator")
+            handler.close()
+    finally:
+        endpoint.stop()
+    if not timer.seconds:
+        raise AssertionError("the broker made no AWS call")
+    return statistics.median(timer.seconds), len(timer.seconds)

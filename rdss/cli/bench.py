@@ -156,7 +156,8 @@ def register(commands: Any) -> None:
         "cost",
         help="what a deployment costs a month at a steady rate, item by item (or a peer's)",
         description="The monthly bill of an environment (its cdk.json settings) at a steady rate of realistic "
-        "messages, item by item, at us-east-1 list prices (rdss.cost.prices), or a peer's by the same rules.",
+        "messages, item by item, at the list prices of the deployment's region (rdss.cost.prices), or a peer's by "
+        "the same rules.",
     )
     cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
     cost.add_argument(
@@ -178,7 +179,17 @@ def register(commands: Any) -> None:
         default="batched",
         help="the archive as the archiver writes it (batched, default) or Firehose reading each stream (per-record)",
     )
-    cost.add_argument("--measure", action="store_true", help="measure the per-message figures now (about 10 s)")
+    cost.add_argument("--region", help="price at this region's list prices (default: the environment's region)")
+    cost.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure the per-message figures and the per-call latency now (about 20 s)",
+    )
+    cost.add_argument(
+        "--explain",
+        action="store_true",
+        help="print each item's formula and inputs, and what would flip the ranking against each peer",
+    )
     cost.add_argument("--figures", action="store_true", help="print the per-message figures instead of a bill")
     cost.add_argument("--prices", action="store_true", help="print the price table instead of a bill")
     cost.add_argument("--json", action="store_true", help="print the bill as JSON")
@@ -480,13 +491,23 @@ def run_cost(args: argparse.Namespace) -> int:
     from rdss.deployment.settings import load_file
 
     if args.prices:
-        table = {name: dataclasses.asdict(price) for name, price in prices.PRICES.items()}
+        try:
+            region = args.region or (load_file(args.env, args.config).region if args.env else prices.DEFAULT_REGION)
+            listed = prices.table(region)
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        table = {name: dataclasses.asdict(price) for name, price in listed.items()}
         if not _printed_as_json(args, table):
-            for name, price in prices.PRICES.items():
+            print(f"{region} list prices")
+            for name, price in listed.items():
                 print(f"{name:<38} {price.usd:>12,.7g} $ / {price.unit:<26} {price.source} ({price.as_of})")
         return 0
     # measuring runs the broker (Powertools' tracer: the `tracing` extra); the shipped figures need nothing
-    figures = _bench("cost_measure").measure() if args.measure else MEASURED
+    figures = MEASURED
+    if args.measure:
+        measuring = _bench("cost_measure")
+        latency, _ = measuring.call_latency()
+        figures = dataclasses.replace(measuring.measure(), call_seconds=round(latency, 6))
     if args.figures:
         print_json(figures.as_dict(), indent=not args.json)
         return 0
@@ -495,9 +516,9 @@ def run_cost(args: argparse.Namespace) -> int:
     try:
         settings = load_file(args.env, args.config)
         if args.peer:
-            bill = cost_peers.peer(args.peer, settings, args.rate, figures=figures)
+            bill = cost_peers.peer(args.peer, settings, args.rate, figures=figures, region=args.region)
         else:
-            bill = cost.project(settings, args.rate, figures=figures, archive=args.archive)
+            bill = cost.project(settings, args.rate, figures=figures, archive=args.archive, region=args.region)
     except ValueError as error:  # ConfigError included: no cdk.json, no such environment, a malformed one
         raise CommandError(str(error)) from error
     if _printed_as_json(args, bill.as_dict()):
@@ -506,15 +527,24 @@ def run_cost(args: argparse.Namespace) -> int:
     print(
         printable(  # the environment's name is the user's (a --config of their own)
             f"{who}: {args.env} settings at {args.rate:,g} messages/s ({bill.messages_per_month:,.0f} a month), "
-            f"us-east-1 list prices as of {prices.AS_OF}"
+            f"{bill.region} list prices as of {prices.AS_OF}"
         )
     )
     for item, dollars in sorted(bill.items.items(), key=lambda kv: -kv[1]):
         print(f"  {item:<44} {dollars:>12,.2f} $/month  {dollars / bill.total:6.1%}")
+        if args.explain:
+            for formula in bill.formulas.get(item, ()):
+                print(f"      = {formula}")
     print(f"  {'total':<44} {bill.total:>12,.2f} $/month")
     print(f"  {'per million messages':<44} {bill.usd_per_million:>12,.4f} $")
     for note in bill.notes:
         print(f"  note: {note}")
+    if args.explain and not args.peer:
+        from rdss.cost import sensitivity
+
+        for name in cost_peers.PEERS:
+            line = sensitivity.line(settings, args.rate, name, figures=figures, region=args.region)
+            print(f"  sensitivity: {line}")
     return 0
 
 

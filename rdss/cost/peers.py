@@ -5,10 +5,12 @@ Data Type Channel, move bad ones aside, keep an audit archive - with the same me
 (message sizes, the classifier's CPU, log bytes per invocation), the same environment settings
 (memory, log level and retention, bucket lifecycles, Glue) and the same price table:
 
-- ``sqs-powertools``: producers send to an SQS queue in batches of 10; a Lambda function (batches
-  of 10) validates, de-duplicates each record with Powertools' idempotency utility (a DynamoDB
-  on-demand table: a conditional put, then an update, per record, kept as long as the project's
-  claims) and sends it to its type's queue in batches; one consumer per queue receives and
+- ``sqs-powertools``: producers send to an SQS queue in batches of 10; a Lambda function, mapped
+  with the environment's batch size and batching window (as the project's broker is), validates,
+  de-duplicates each record with Powertools' idempotency utility (a DynamoDB table in the
+  claims table's capacity mode - provisioned where prod's is - at two write units a record: a
+  conditional put, then an update; kept as long as the project's claims) and sends it to its
+  type's queue in batches; one consumer per queue receives and
   deletes in tens; the function puts each record on a Firehose Direct PUT stream (billed in 5 KB
   steps) that writes the gzip audit archive.
 - ``eventbridge``: producers put events on a custom bus with an archive (the audit archive:
@@ -30,8 +32,8 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
-from rdss.cost.estimate import archive_items, curated_items, glue_items
-from rdss.cost.prices import GB, MONTH_HOURS, usd
+from rdss.cost.estimate import archive_items, call_seconds, curated_items, glue_items, table_units
+from rdss.cost.prices import GB, MONTH_HOURS, priced_in, usd
 from rdss.cost.rules import (
     ITEM_OVERHEAD_BYTES,
     Bill,
@@ -54,6 +56,8 @@ SQS_CHUNK = 64 * 1024
 #: Lambda polls a queue with five long-polling pollers (20 s each when idle).
 SQS_POLLERS = 5
 SQS_IDLE_REQUESTS_PER_SECOND = SQS_POLLERS / 20
+#: Firehose PutRecordBatch: at most 500 records a call.
+FIREHOSE_BATCH = 500
 #: Powertools' idempotency: a conditional put (in progress) and an update (completed) per record.
 IDEMPOTENCY_CALLS = 2
 IDEMPOTENCY_WRITE_UNITS = 2
@@ -72,9 +76,10 @@ def peer(
     *,
     figures: Figures = MEASURED,
     rejected_share: float = REJECTED_SHARE,
+    region: str | None = None,
 ) -> Bill:
     """The bill of peer ``name`` for ``settings`` at ``rate_per_second`` (``rejected_share`` of
-    the messages invalid)."""
+    the messages invalid), at ``region``'s prices (default: the deployment's own)."""
     builders: dict[str, Callable[[Bill, EnvironmentConfig, dict[str, ChannelLoad], Figures], None]] = {
         "sqs-powertools": _sqs_powertools,
         "eventbridge": _eventbridge,
@@ -82,9 +87,10 @@ def peer(
     }
     if name not in builders:
         raise ValueError(f"unknown peer {name!r}; choose one of {', '.join(PEERS)}")
-    bill = Bill(settings.name, rate_per_second)
     loads = Traffic(rate_per_second, figures, rejected_share, consumers=settings.consumer_groups()).loads()
-    builders[name](bill, settings, loads, figures)
+    with priced_in(region or settings.region) as priced:
+        bill = Bill(settings.name, rate_per_second, region=priced)
+        builders[name](bill, settings, loads, figures)
     return bill
 
 
@@ -101,18 +107,25 @@ def _function(
     return Function(rate / n, cpu, IDEMPOTENCY_CALLS * n + sends, settings.function("broker").memory_mb, log)
 
 
-def _idempotency(bill: Bill, rate: float, figures: Figures) -> None:
-    writes = rate * IDEMPOTENCY_WRITE_UNITS
-    bill.add("DynamoDB idempotency (on-demand writes)", per_month(writes) / 1e6 * usd("dynamodb.write_request_units"))
+def _idempotency(bill: Bill, settings: EnvironmentConfig, rate: float, figures: Figures) -> None:
+    """Powertools' idempotency table, in the claims table's capacity mode: two write units a
+    record (a conditional put, then an update; records under 1 KB), never read on the happy path."""
+    table_units(bill, settings, "idempotency", "", rate * IDEMPOTENCY_WRITE_UNITS, None)
     stored = rate * RETENTION_SECONDS * (figures.claim_item_bytes + ITEM_OVERHEAD_BYTES) / GB
-    bill.add("DynamoDB storage and backups", stored * (usd("dynamodb.storage") + usd("dynamodb.pitr")))
+    bill.add(
+        "DynamoDB storage and backups",
+        stored * (usd("dynamodb.storage") + usd("dynamodb.pitr")),
+        f"{stored:.4g} GB of idempotency records x (${usd('dynamodb.storage')} + ${usd('dynamodb.pitr')} PITR)",
+    )
 
 
 def _router_items(bill: Bill, settings: EnvironmentConfig, function: Function, rate: float, figures: Figures) -> None:
     """What every peer runs alike: its one validating, de-duplicating function (invocations,
     Powertools' idempotency table, logs), and the function's metrics and alarms."""
-    _idempotency(bill, rate, figures)
-    lambda_items(bill, {"router": function})
+    _idempotency(bill, settings, rate, figures)
+    lambda_items(
+        bill, {"router": function}, traced=settings.tracing == "active", call_seconds=call_seconds(bill, figures)
+    )
     log_bytes = function.invocations_per_second * function.log_bytes
     log_items(bill, log_bytes, log_days=settings.retention.log_days, compression=figures.log_compression)
     _monitoring(bill, 1, 6, figures)
@@ -145,35 +158,54 @@ def _monitoring(bill: Bill, functions: int, alarms: int, figures: Figures) -> No
     )
 
 
-def _sqs_batch(rate: float) -> float:
-    """Messages per receive: what arrived for each of Lambda's pollers, up to 10."""
-    return min(float(SQS_BATCH), max(1.0, rate / SQS_POLLERS)) if rate else 0.0
+def _sqs_batch(rate: float, settings: EnvironmentConfig) -> float:
+    """Messages per invocation of a queue's event source mapping, with the environment's batch
+    size and batching window (the broker's mapping's): what arrives for each of Lambda's pollers
+    within the window (a second when there is none: a long poll returns what is there), at most
+    the batch size; at least one."""
+    if not rate:
+        return 0.0
+    events = settings.event_source
+    window = max(1.0, float(events.max_batching_window_seconds))
+    return min(float(events.batch_size), max(1.0, rate / SQS_POLLERS * window))
+
+
+def _sqs_receives(rate: float, n: float) -> float:
+    """ReceiveMessage (or DeleteMessageBatch) calls a second: at most 10 messages each."""
+    return rate / min(float(SQS_BATCH), n) if n else 0.0
 
 
 def _queue_fed_function(
     settings: EnvironmentConfig, rate: float, figures: Figures, loads: dict[str, ChannelLoad], sends: float
 ) -> tuple[Function, float]:
     """The function reading the input queue; returns it and its SQS requests per second."""
-    n = _sqs_batch(rate)
+    n = _sqs_batch(rate, settings)
     function = _function(settings, rate, n, loads, figures, sends)
-    receive = (rate / n if n else 0.0) + SQS_IDLE_REQUESTS_PER_SECOND
-    return function, receive + (rate / n if n else 0.0)  # receives and batch deletes
+    receive = _sqs_receives(rate, n) + SQS_IDLE_REQUESTS_PER_SECOND
+    return function, receive + _sqs_receives(rate, n)  # receives and batch deletes
 
 
 def _sqs_powertools(bill: Bill, settings: EnvironmentConfig, loads: dict[str, ChannelLoad], figures: Figures) -> None:
     rate = loads["input"].records_per_second
-    n = _sqs_batch(rate)
+    n = _sqs_batch(rate, settings)
     reached = destinations(loads, rate, n, per_call=SQS_BATCH)
-    function, polling = _queue_fed_function(settings, rate, figures, loads, reached + 1)  # + Firehose
+    firehose = math.ceil(n / FIREHOSE_BATCH) if n else 0  # PutRecordBatch: 500 records a call
+    function, polling = _queue_fed_function(settings, rate, figures, loads, reached + firehose)
     produce = _sqs_batch_requests(rate, figures.input_bytes, SQS_BATCH)
     route = (rate / n) * reached if n else 0.0
-    requests = produce + polling + route + _sqs_consumers(loads)
-    bill.add("SQS requests", per_month(requests) / 1e6 * usd("sqs.requests"))
+    consume = _sqs_consumers(loads)
+    requests = produce + polling + route + consume
+    bill.add(
+        "SQS requests",
+        per_month(requests) / 1e6 * usd("sqs.requests"),
+        f"({produce:.4g} sends + {polling:.4g} receives, deletes and idle polls ({n:.3g} messages an invocation)"
+        f" + {route:.4g} routed sends + {consume:.4g} consumers') /s x month / 1e6 x ${usd('sqs.requests')}",
+    )
     _router_items(bill, settings, function, rate, figures)
     archived = {c: loads[c] for c in ("input", "invalid", "error")}
     archive_items(bill, settings, archived, {}, figures, "per-record")
     curated_items(bill, settings, rate, figures)
-    bill.add("KMS keys and requests", usd("kms.keys"))
+    bill.add("KMS keys and requests", usd("kms.keys"), f"one key x ${usd('kms.keys')}")
     glue_items(bill, settings, rate)
 
 
@@ -181,22 +213,41 @@ def _eventbridge(bill: Bill, settings: EnvironmentConfig, loads: dict[str, Chann
     rate = loads["input"].records_per_second
     chunks = math.ceil(figures.input_bytes / EVENT_CHUNK)
     valid = rate - loads["invalid"].records_per_second
-    bill.add("EventBridge events", per_month(rate * chunks + valid * chunks) / 1e6 * usd("eventbridge.custom_events"))
+    bill.add(
+        "EventBridge events",
+        per_month(rate * chunks + valid * chunks) / 1e6 * usd("eventbridge.custom_events"),
+        f"({rate:.4g} in + {valid:.4g} routed) events/s x {chunks} 64 KB chunks x month / 1e6"
+        f" x ${usd('eventbridge.custom_events')}",
+    )
     archived_gb = per_month(rate * figures.input_bytes) / GB
-    bill.add("EventBridge archive (processed)", archived_gb * usd("eventbridge.archive_processed"))
+    bill.add(
+        "EventBridge archive (processed)",
+        archived_gb * usd("eventbridge.archive_processed"),
+        f"{archived_gb:.4g} GB a month x ${usd('eventbridge.archive_processed')}",
+    )
     lifecycle = settings.lifecycle("audit")
     held = min(12.0, lifecycle.expire_after_days / (365.25 / 12)) if lifecycle.expire_after_days else 12.0
-    bill.add("EventBridge archive (storage)", archived_gb * held * usd("eventbridge.archive_storage"))
-    n = _sqs_batch(rate)
+    bill.add(
+        "EventBridge archive (storage)",
+        archived_gb * held * usd("eventbridge.archive_storage"),
+        f"{archived_gb:.4g} GB a month x {held:.3g} months held x ${usd('eventbridge.archive_storage')}",
+    )
+    n = _sqs_batch(rate, settings)
     puts = math.ceil(n / EVENTS_PER_CALL) if n else 0
     function, polling = _queue_fed_function(settings, rate, figures, loads, puts)
     # EventBridge sends each event to its target queue one message at a time
     delivered = rate + valid
-    bill.add("SQS requests", per_month(delivered + polling + _sqs_consumers(loads)) / 1e6 * usd("sqs.requests"))
+    requests = delivered + polling + _sqs_consumers(loads)
+    bill.add(
+        "SQS requests",
+        per_month(requests) / 1e6 * usd("sqs.requests"),
+        f"({delivered:.4g} deliveries + {polling:.4g} receives and deletes + consumers') = {requests:.4g}/s"
+        f" x month / 1e6 x ${usd('sqs.requests')}",
+    )
     _router_items(bill, settings, function, rate, figures)
     errors = {c: loads[c] for c in ("invalid", "error")}
     archive_items(bill, settings, errors, {}, figures, "per-record")
-    bill.add("KMS keys and requests", usd("kms.keys"))
+    bill.add("KMS keys and requests", usd("kms.keys"), f"one key x ${usd('kms.keys')}")
 
 
 def _msk_serverless(bill: Bill, settings: EnvironmentConfig, loads: dict[str, ChannelLoad], figures: Figures) -> None:

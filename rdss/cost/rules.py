@@ -21,10 +21,12 @@ DAYS_PER_MONTH = 365.25 / 12
 #: Lambda gives a full vCPU at 1,769 MB and a share below it; the measured CPU seconds (this
 #: build machine) are taken as a vCPU's.
 FULL_VCPU_MB = 1769
-#: Assumed round trip of one AWS data-plane call from Lambda in the same region (DynamoDB,
-#: Kinesis, SQS, Firehose, PutRecordBatch included): the time a function waits and is billed for.
-#: It is a median (p50), the one percentile every latency of the model is: a bill sums many calls,
-#: so the typical call is the figure to multiply, not the slow tail.
+#: The fallback round trip of one AWS data-plane call (DynamoDB, Kinesis, SQS, Firehose,
+#: PutRecordBatch included): the time a function waits and is billed for. Used only when the
+#: figures carry no measured latency (:attr:`rdss.deployment.capacity.Figures.call_seconds`, which
+#: ``rdss bench cost --measure`` measures on the broker's own calls); the bill then says it is the
+#: fallback. It is a median (p50), the one percentile every latency of the model is: a bill sums
+#: many calls, so the typical call is the figure to multiply, not the slow tail.
 CALL_SECONDS = 0.012
 #: The percentile :data:`CALL_SECONDS` (and every latency the model assumes) is.
 LATENCY_PERCENTILE = "p50"
@@ -45,9 +47,15 @@ class Bill:
     rate_per_second: float
     items: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Per item, how it was computed: formulas with their inputs (``bench cost --explain``).
+    formulas: dict[str, list[str]] = field(default_factory=dict)
+    #: The region whose price table priced the bill.
+    region: str = ""
 
-    def add(self, item: str, dollars: float) -> None:
+    def add(self, item: str, dollars: float, formula: str = "") -> None:
         self.items[item] = self.items.get(item, 0.0) + dollars
+        if formula:
+            self.formulas.setdefault(item, []).append(formula)
 
     @property
     def total(self) -> float:
@@ -65,6 +73,7 @@ class Bill:
         return {
             "env": self.env,
             "rate_per_second": self.rate_per_second,
+            "region": self.region,
             "items": {name: round(dollars, 2) for name, dollars in self.items.items()},
             "total_usd_per_month": round(self.total, 2),
             "usd_per_million": round(self.usd_per_million, 4),
@@ -86,35 +95,66 @@ class Function:
     memory_mb: int
     log_bytes: float
 
-    @property
-    def seconds(self) -> float:
-        """Billed duration of one invocation (1 ms steps)."""
+    def seconds(self, call_seconds: float = CALL_SECONDS) -> float:
+        """Billed duration of one invocation (1 ms steps), each AWS call taking ``call_seconds``."""
         share = min(1.0, self.memory_mb / FULL_VCPU_MB)
-        milliseconds = (self.cpu_seconds / share + self.calls * CALL_SECONDS) * 1000
+        milliseconds = (self.cpu_seconds / share + self.calls * call_seconds) * 1000
         return math.ceil(round(milliseconds, 6)) / 1000  # 56.000000000000001 ms is 56
 
 
-def lambda_items(bill: Bill, functions: Mapping[str, Function], *, traced: bool = True) -> None:
-    """Requests, duration (arm64) and, with active tracing, X-Ray traces."""
+def lambda_items(
+    bill: Bill, functions: Mapping[str, Function], *, traced: bool = True, call_seconds: float = CALL_SECONDS
+) -> None:
+    """Requests, duration (arm64) and, with active tracing, X-Ray traces (Lambda's own sampling:
+    the first invocation each second and 5 % of the others, per function)."""
     requests = sum(f.invocations_per_second for f in functions.values())
-    bill.add("Lambda requests", per_month(requests) / 1e6 * usd("lambda.requests"))
-    gb_seconds = sum(f.invocations_per_second * f.seconds * f.memory_mb / 1024 for f in functions.values())
-    bill.add("Lambda duration", per_month(gb_seconds) * usd("lambda.arm64_duration"))
+    bill.add(
+        "Lambda requests",
+        per_month(requests) / 1e6 * usd("lambda.requests"),
+        f"{requests:.4g} invocations/s x month / 1e6 x ${usd('lambda.requests')}",
+    )
+    gb_seconds = sum(
+        f.invocations_per_second * f.seconds(call_seconds) * f.memory_mb / 1024 for f in functions.values()
+    )
+    shapes = "; ".join(
+        f"{name}: {f.invocations_per_second:.4g}/s x ({f.cpu_seconds * 1000:.3g} ms CPU at {f.memory_mb} MB"
+        f" + {f.calls:.3g} calls x {call_seconds * 1000:.3g} ms) = {f.seconds(call_seconds) * 1000:.0f} ms billed"
+        for name, f in functions.items()
+    )
+    bill.add(
+        "Lambda duration",
+        per_month(gb_seconds) * usd("lambda.arm64_duration"),
+        f"sum of invocations/s x billed s x GB, x month x ${usd('lambda.arm64_duration')}/GB-s ({shapes})",
+    )
     if traced:
         traces = sum(
             min(f.invocations_per_second, TRACE_RESERVOIR_PER_SECOND)
             + TRACE_RATE * max(0.0, f.invocations_per_second - TRACE_RESERVOIR_PER_SECOND)
             for f in functions.values()
         )
-        bill.add("X-Ray traces", per_month(traces) / 1e6 * usd("xray.traces"))
+        bill.add(
+            "X-Ray traces",
+            per_month(traces) / 1e6 * usd("xray.traces"),
+            f"per function min(invocations/s, 1) + 5 % of the rest = {traces:.4g} traces/s x month / 1e6"
+            f" x ${usd('xray.traces')}",
+        )
 
 
 def log_items(bill: Bill, bytes_per_second: float, *, log_days: int, compression: float) -> None:
     """CloudWatch Logs: ingestion, and storage of what the retention keeps (compressed)."""
     monthly = per_month(bytes_per_second) / GB
-    bill.add("CloudWatch Logs ingestion", monthly * usd("logs.ingestion"))
+    bill.add(
+        "CloudWatch Logs ingestion",
+        monthly * usd("logs.ingestion"),
+        f"{bytes_per_second:,.0f} log bytes/s x month = {monthly:.4g} GB x ${usd('logs.ingestion')}",
+    )
     kept_months = min(log_days / DAYS_PER_MONTH, MONTH)
-    bill.add("CloudWatch Logs storage", monthly * kept_months * compression * usd("logs.storage"))
+    bill.add(
+        "CloudWatch Logs storage",
+        monthly * kept_months * compression * usd("logs.storage"),
+        f"{monthly:.4g} GB x {kept_months:.3g} months kept ({log_days} days) x {compression} compressed"
+        f" x ${usd('logs.storage')}",
+    )
 
 
 _TIERS = (

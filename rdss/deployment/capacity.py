@@ -83,6 +83,11 @@ class Figures:
     curated_bytes: float
     #: Workload messages the figures come from.
     sample: int = 0
+    #: Median (p50) seconds of one AWS data-plane call, timed on every call the real broker makes
+    #: against the embedded emulator (``rdss bench cost --measure``: real HTTP through botocore).
+    #: None when not measured: the cost model then uses its documented fallback
+    #: (:data:`rdss.cost.rules.CALL_SECONDS`) and says so.
+    call_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as JSON values (member sizes as strings)."""

