@@ -44,7 +44,7 @@ RECEIVED, TO_SEND, SENT = "RECEIVED", "TO_SEND", "SENT"
 #: The key attribute of a repository table: the one the topology declares for ``messages``.
 KEY_ATTRIBUTE = RDSS.table("messages").partition_key
 
-#: Entries outlive the channels' retention (24 hours by default, a week at most as the cost model prices it), so
+#: Entries outlive the channels' retention (a week by default, as the cost model prices it), so
 #: any redelivery still finds them; `rdss redrive` matches a legacy archive's records through them.
 RETENTION_SECONDS = 8 * 24 * 3600
 

@@ -4,7 +4,7 @@ An operator's first question in every incident. The answer is read the way
 :mod:`rdss.local.accounting` reads it, from the deployment itself, never from the processors'
 own counts:
 
-* the channels (for the streams' retention, 24 hours by default): every record holding the
+* the channels (for the streams' retention, a week by default): every record holding the
   messageId - the copies producers put on ``input`` (each a stream record, with its own
   identity), the copies the broker and sequencer forwarded (with their messageHistory hops),
   and the decorated copies on

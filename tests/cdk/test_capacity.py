@@ -42,7 +42,7 @@ def test_prod_streams_are_provisioned_and_sized_from_its_traffic(prod: Synthesiz
     assert shard_counts(prod) == dict(prod.config.capacity.shards)
     for stream in streams_by_name(prod).values():
         assert stream["StreamModeDetails"] == {"StreamMode": "PROVISIONED"}
-        assert stream["RetentionPeriodHours"] == 24  # the base retention: replay reaches further back
+        assert stream["RetentionPeriodHours"] == 168  # a week, until consumers can re-read from the archive
 
 
 def test_retention_and_tracing_are_set_in_cdk_json(tmp_path: Path) -> None:
