@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import rdss.cli._startup  # noqa: F401 - first, so that Ctrl-C while the rest loads prints no traceback
 from rdss import __version__
 from rdss.cli import adaptor, archive, bench, bridge, gateway, local, messages, redrive, sequences, tour, trace, vendor
 from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, text

@@ -230,3 +230,24 @@ def test_a_command_whose_extra_is_not_installed_says_which_in_one_line(
         f"rdss {command[0]}: this needs the {extra} extra ({blocked} is not installed): "
         f"pip install 'rdss-messaging[{extra}]'"
     )
+
+
+def test_ctrl_c_while_the_command_line_loads_prints_no_traceback():
+    # Ctrl-C in the few tenths of a second before main() can catch it raised KeyboardInterrupt out
+    # of an import, and Python printed its traceback; the process still dies of SIGINT
+    ran = subprocess.run(
+        [sys.executable, "-c", "import rdss.cli\nraise KeyboardInterrupt"], capture_output=True, timeout=60, check=False
+    )
+    assert (ran.returncode, ran.stderr) == (-2, b"")
+
+
+def test_any_other_uncaught_error_is_still_printed():
+    ran = subprocess.run(
+        [sys.executable, "-c", "import rdss.cli\nraise RuntimeError('kept')"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert b"Traceback" in ran.stderr
+    assert b"RuntimeError: kept" in ran.stderr
