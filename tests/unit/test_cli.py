@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -51,6 +54,41 @@ def test_a_missing_file_is_one_clear_line_and_exit_2(capsys, tmp_path: Path):
     assert err.strip() == f"rdss validate: cannot read {missing}: No such file or directory"
     assert "Traceback" not in err
     assert out.count("\n") == 2  # the other files were still classified
+
+
+class _FailingReads(io.RawIOBase):
+    """A file that opens and then fails to read, as /proc/self/mem or a device does (EIO)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+@pytest.mark.parametrize("command", ["validate", "send", "request", "split", "join"])
+def test_a_file_that_fails_mid_read_is_named_in_its_one_line(command, capsys, monkeypatch, tmp_path: Path):
+    # the open succeeded, so the OSError of the read carried no file name: "cannot read input"
+    named = tmp_path / "device"
+    named.touch()
+    monkeypatch.setenv("RDSS_GATEWAY_URL", "memory://failing-reads")
+    real_open = Path.open
+    monkeypatch.setattr(
+        Path,
+        "open",
+        lambda self, *a, **k: io.BufferedReader(_FailingReads()) if self == named else real_open(self, *a, **k),
+    )
+    argv = [command, str(named)] + (["--out", str(tmp_path / "parts")] if command == "split" else [])
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.splitlines()[-1] == f"rdss {command}: cannot read {named}: Input/output error"
+
+
+def test_standard_input_that_fails_mid_read_is_named(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(_FailingReads())))
+    code, _, err = run(capsys, "validate", "-")
+    assert code == 2
+    assert err.strip() == "rdss validate: cannot read standard input: Input/output error"
 
 
 def test_a_missing_file_in_json_mode_still_gets_its_line(capsys, tmp_path: Path):
