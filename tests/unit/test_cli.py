@@ -289,3 +289,26 @@ def test_any_other_uncaught_error_is_still_printed():
     assert ran.returncode == 1
     assert b"Traceback" in ran.stderr
     assert b"RuntimeError: kept" in ran.stderr
+
+
+def test_split_refuses_an_empty_out_rather_than_writing_to_the_working_directory(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as usage:
+        main(["split", str(VALID), "--out", ""])
+    assert usage.value.code == 2
+    assert "argument --out: an empty name is no directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "symlink to /dev/null"])
+def test_split_to_something_that_is_not_a_directory_says_so(kind, capsys, tmp_path):
+    out = tmp_path / "out"
+    if kind == "file":
+        out.write_bytes(b"kept")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.symlink_to("/dev/null")
+    code, _, err = run(capsys, "split", str(VALID), "--out", str(out))
+    assert code == 2
+    assert err == f"rdss split: cannot write parts to {out}: it exists and is not a directory\n"
