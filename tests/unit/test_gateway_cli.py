@@ -3,6 +3,7 @@ one clear line per error."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import re
 import threading
@@ -307,3 +308,17 @@ def test_a_large_send_and_join_say_what_consumers_receive(url, capsys, tmp_path)
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "sequence" in capsys.readouterr().out
+
+
+@settings(max_examples=100)
+@given(st.dictionaries(st.text(max_size=4), json_values, min_size=1, max_size=4), st.data())
+def test_a_context_naming_a_member_twice_is_refused_once_is_kept(context, data):
+    # Mosaic's message_context travels beside every message: which of two "a" a reader keeps is a guess
+    from rdss.cli.gateway import _json_object
+
+    text = orjson.dumps(context).decode()
+    assert _json_object(text) == context
+    name = data.draw(st.sampled_from(sorted(context)))
+    twice = text[:-1] + "," + orjson.dumps({name: None}).decode()[1:]
+    with pytest.raises(argparse.ArgumentTypeError, match="more than once"):
+        _json_object(twice)
