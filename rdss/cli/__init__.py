@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:  # started with standard output closed (>&-): Python gives None, not a file
+        print("rdss: standard output is closed: give it somewhere to go (e.g. >/dev/null)", file=sys.stderr)
+        return USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "local_runtime", None):  # --local: which local runtime, for this command and its SDK calls

@@ -7,6 +7,7 @@ refuses one too large for it (``/dev/zero``, a log given by mistake) without rea
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -37,6 +38,8 @@ def read_input(name: str | Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     """
     try:
         if name == "-":
+            if sys.stdin is None:  # started with standard input closed (<&-): Python gives None, not a file
+                raise OSError(errno.EBADF, "it is closed")
             data = sys.stdin.buffer.read(limit + 1)
         else:
             with Path(name).open("rb") as file:

@@ -312,3 +312,33 @@ def test_split_to_something_that_is_not_a_directory_says_so(kind, capsys, tmp_pa
     code, _, err = run(capsys, "split", str(VALID), "--out", str(out))
     assert code == 2
     assert err == f"rdss split: cannot write parts to {out}: it exists and is not a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "closed", "said"),
+    [
+        (["validate", "-"], "stdin", "rdss validate: cannot read standard input: it is closed"),
+        (["send", "-", "--url", "memory://closed"], "stdin", "rdss send: cannot read standard input: it is closed"),
+        (["validate", str(VALID)], "stdout", "rdss: standard output is closed: give it somewhere to go"),
+        (
+            ["tail", "metadata", "--url", "memory://closed", "--idle", "0.1"],
+            "stdout",
+            "rdss: standard output is closed",
+        ),
+    ],
+)
+def test_a_closed_standard_stream_is_one_line_not_a_traceback(argv, closed, said):
+    # started with <&- or >&-, Python's sys.stdin or sys.stdout is None, not a file
+    ran = subprocess.run(
+        [sys.executable, "-m", "rdss", *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=closed != "stdout",
+        stderr=subprocess.PIPE if closed == "stdout" else None,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(0 if closed == "stdin" else 1),
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 2
+    assert ran.stderr.decode().count("\n") == 1
+    assert ran.stderr.decode().startswith(said)
