@@ -12,6 +12,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import rdss.cli._startup  # noqa: F401 - first, so that Ctrl-C while the rest loads prints no traceback
+
+# isort: split
 from botocore.exceptions import NoCredentialsError
 
 from rdss import __version__
@@ -67,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:  # started with standard output closed (>&-): Python gives None, not a file
+        print("rdss: standard output is closed: give it somewhere to go (e.g. >/dev/null)", file=sys.stderr)
+        return USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "local_runtime", None):  # --local: which local runtime, for this command and its SDK calls

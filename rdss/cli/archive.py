@@ -22,6 +22,7 @@ from rdss.cli.common import (
     configure_service_logging,
     deployment_url,
     file_name,
+    group_name,
     number,
     report,
     seconds,
@@ -40,7 +41,9 @@ def register(commands: Any) -> None:
     )
     add_deployment_option(archive)
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]", type=file_name)
-    archive.add_argument("--group", default="audit", help="the consumer group of the Wire Tap (default: audit)")
+    archive.add_argument(
+        "--group", type=group_name, default="audit", help="the consumer group of the Wire Tap (default: audit)"
+    )
     archive.add_argument(
         "--buffer-seconds", type=seconds(0, 3600), default=60.0, metavar="S", help="write at least every S s (60)"
     )

@@ -21,6 +21,7 @@ from rdss.cli.common import (
     add_service_options,
     configure_service_logging,
     deployment_url,
+    group_name,
     report,
     seconds,
     stop_on_signals,
@@ -43,10 +44,13 @@ def register(commands: Any) -> None:
         metavar="CHANNEL",
         help="a channel to move (repeatable; default: metadata, vocabulary, responses)",
     )
-    bridge.add_argument("--group", default="bridge", help="consumer group on the source (default: bridge)")
+    bridge.add_argument(
+        "--group", type=group_name, default="bridge", help="consumer group on the source (default: bridge)"
+    )
     bridge.add_argument(
         "--declare",
         action="append",
+        type=group_name,
         default=[],
         metavar="GROUP",
         help="create this consumer group's queues on a RabbitMQ target first (repeatable)",
@@ -74,7 +78,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     from rdss.gateway.bridge import DEFAULT_CHANNELS, open_bridge
 
     configure_service_logging(args, args.group)
-    channels = args.channels or list(DEFAULT_CHANNELS)
+    channels = list(dict.fromkeys(args.channels or DEFAULT_CHANNELS))  # a channel named twice is moved once
     deployment = deployment_url(args.url)
     source, target = (deployment, args.to_url) if args.to_url is not None else (args.from_url, deployment)
     try:
@@ -84,7 +88,7 @@ def run_bridge(args: argparse.Namespace) -> int:
                 target,
                 channels,
                 group=args.group,
-                declare=args.declare,
+                declare=list(dict.fromkeys(args.declare)),
                 lease_duration=args.lease_duration,
                 batch_size=args.batch,
             )

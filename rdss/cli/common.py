@@ -282,6 +282,23 @@ def file_name(value: str) -> str:
     return value
 
 
+#: A consumer group's name: it names RabbitMQ queues (at most 255 bytes) and checkpoint and lease keys.
+MAX_GROUP_BYTES = 255
+
+
+def group_name(value: str) -> str:
+    """An argparse ``type``: a consumer group's name, one word of text. An empty name would have
+    RabbitMQ name the queue itself (a queue no restarted consumer finds again), and a space or a
+    control character has no place in a queue name or a key."""
+    value = text(value)
+    if not value or len(value.encode()) > MAX_GROUP_BYTES or any(c.isspace() or not c.isprintable() for c in value):
+        raise argparse.ArgumentTypeError(
+            f"{printable(repr(value))}: a consumer group is 1 to {MAX_GROUP_BYTES} bytes of text with no spaces or "
+            "control characters"
+        )
+    return value
+
+
 def vendor_name(value: str) -> str:
     """An argparse ``type``: a vendor's name (:func:`rdss.deployment.vendors.check_vendor_name`)."""
     from rdss.deployment.vendors import check_vendor_name

@@ -52,6 +52,7 @@ from rdss.gateway.backend import StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
 from rdss.host.display import printable, printable_json, safe
 from rdss.host.inputs import ndjson, read_input
+from rdss.model import jsonkeys
 from rdss.observability.outside import message_fields
 
 _APPLICATION = "rdss-cli"
@@ -241,6 +242,11 @@ def _json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError('a JSON object, e.g. {"ingest": 7}')
+    data = text.encode("utf-8")
+    if not jsonkeys.has_unique_names(data, value):  # which one a reader keeps is a guess, as in a message
+        found = jsonkeys.first_duplicate(data)
+        where = f"{found[1]!r}" if found else "a member"
+        raise argparse.ArgumentTypeError(f"the JSON object names {where} more than once")
     return value
 
 

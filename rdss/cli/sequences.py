@@ -28,7 +28,7 @@ from rdss.model.validation import validate
 def register(commands: Any) -> None:
     cut = add_command(commands, "split", run_split, help="split a message into a sequence of parts")
     cut.add_argument("file", metavar="FILE", type=file_name)
-    cut.add_argument("--out", required=True, metavar="DIR", type=Path)
+    cut.add_argument("--out", required=True, metavar="DIR", type=_directory)
     cut.add_argument(
         "--limit",
         type=whole_number(1, MAX_MESSAGE_BYTES * 100),
@@ -65,6 +65,8 @@ def run_split(args: argparse.Namespace) -> int:
             data = orjson.dumps(part)
             (args.out / f"part-{position:0{width}d}.json").write_bytes(data)
             sizes.append(len(data))
+    except FileExistsError as error:  # mkdir(exist_ok=True) on a file, a device or a FIFO
+        raise CommandError(f"cannot write parts to {error.filename}: it exists and is not a directory") from error
     except OSError as error:
         raise CommandError(f"cannot write {error.filename}: {error.strerror}") from error
     if len(parts) == 1:
@@ -101,6 +103,14 @@ def run_join(args: argparse.Namespace) -> int:
         raise CommandError(str(error), INVALID) from error
     print_json(whole)
     return 0
+
+
+def _directory(value: str) -> Path:
+    """An argparse ``type``: the directory the parts go to. An empty name is refused: as a Path
+    it is ``.``, and the parts would land in the working directory unasked."""
+    if not value:
+        raise argparse.ArgumentTypeError("an empty name is no directory (for the working directory, say .)")
+    return Path(value)
 
 
 def _read(name: str) -> bytes:

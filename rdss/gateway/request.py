@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import orjson
-
 from rdss.deployment.topology import RDSS
 from rdss.gateway.backend import Consumer, Delivery, Transport
 from rdss.gateway.exceptions import NotARequest, RequestFailed, RequestTimeout
@@ -84,7 +82,14 @@ def request(
 
 def _with_return_address(message: Sendable, reply_to: str) -> tuple[Sendable, str]:
     """The request to send, and the channel its reply will come to."""
-    parsed: Any = orjson.loads(message) if isinstance(message, bytes | bytearray) else message
+    # bytes are read as the classifier reads them: what is not JSON, or names a member twice, has no
+    # message to give a returnAddress (re-serialised it would lose the duplicate and pass), and is
+    # sent as it is, for the classifier to refuse in its own words
+    parsed: Any = (
+        validate(message, check_expiry=False, size_limit=None).message
+        if isinstance(message, bytes | bytearray)
+        else message
+    )
     header = parsed.get("messageHeader") if isinstance(parsed, Mapping) else None
     if not isinstance(header, Mapping):
         return message, reply_to  # the classifier refuses it when it is sent

@@ -67,7 +67,8 @@ def parse(url: str) -> GatewayURL:
     """Parse and check a gateway URL.
 
     Raises:
-        URLError: no scheme, no name, a malformed name, or an unknown query parameter.
+        URLError: no scheme, no name, a malformed name, an unknown or repeated query parameter,
+            or a fragment.
     """
     try:
         parts = urlsplit(url.strip())
@@ -77,10 +78,16 @@ def parse(url: str) -> GatewayURL:
     scheme = parts.scheme.lower()
     if not scheme or "://" not in url:
         raise URLError(f"{url!r} is not a gateway URL: expected e.g. kinesis://dev or memory://tests")
-    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    params = dict(pairs)
+    if len(params) < len(pairs):  # which one counts is no parser's to guess (two ldr= would pick a store)
+        repeated = sorted({key for key, _ in pairs if sum(k == key for k, _ in pairs) > 1})
+        raise URLError(f"{url!r}: parameter(s) {', '.join(repeated)} given more than once")
     known = _KNOWN.get(scheme)
     if known is None:  # another backend's URL: it checks its own parts
         return GatewayURL(scheme, parts.hostname or parts.netloc, params, url)
+    if parts.fragment or url.rstrip().endswith("#"):
+        raise URLError(f"{url!r}: a {scheme}:// URL has no #fragment (a parameter goes after ?)")
     name = parts.netloc
     if not name or not _NAME.match(name) or parts.path not in ("", "/"):
         raise URLError(f"{url!r}: {scheme}:// needs one name, e.g. {scheme}://dev (letters, digits, - _ .)")

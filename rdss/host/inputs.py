@@ -7,6 +7,7 @@ refuses one too large for it (``/dev/zero``, a log given by mistake) without rea
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -35,11 +36,20 @@ def read_input(name: str | Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     Raises:
         OSError: the file cannot be read; :class:`InputTooLarge` when it holds more than ``limit``.
     """
-    if name == "-":
-        data = sys.stdin.buffer.read(limit + 1)
-    else:
-        with Path(name).open("rb") as file:
-            data = file.read(limit + 1)
+    try:
+        if name == "-":
+            if sys.stdin is None:  # started with standard input closed (<&-): Python gives None, not a file
+                raise OSError(errno.EBADF, "it is closed")
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with Path(name).open("rb") as file:
+                data = file.read(limit + 1)
+    except OSError as error:
+        # a read that fails (EIO from /proc/self/mem, a device, a network mount) names no file,
+        # unlike an open that fails: the error says which input it was
+        if error.filename is None:
+            error.filename = "standard input" if name == "-" else str(name)
+        raise
     if len(data) > limit:
         raise InputTooLarge("standard input" if name == "-" else str(name), limit)
     return data

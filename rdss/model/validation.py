@@ -524,7 +524,7 @@ def _json_kind(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, Decimal)):  # Decimal: a number beyond a double's range (1e400)
         return "number"
     if isinstance(value, str):
         return "string"

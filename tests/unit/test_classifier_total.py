@@ -13,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rdss.cli import main
 from rdss.gateway import Gateway, MessageRefused
@@ -111,6 +113,21 @@ def test_numbers_beyond_64_bits_and_a_double_get_the_verdict_of_their_value(crea
     verdict = verdict_of(total)
     assert verdict.error_code is ErrorCode.GENERR001
     assert "string fragment" in (verdict.error_description or "")
+
+
+numbers_as_text = (
+    st.integers().map(str)
+    | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+    | st.builds(lambda m, e: f"{m}e{e}", st.integers(-99, 99), st.integers(-5000, 5000))
+)
+
+
+@given(numbers_as_text)
+def test_a_number_where_an_object_belongs_is_called_a_number_however_large(number):
+    # 1e400 is kept as a Decimal, not infinity: it was once called "a JSON object, expected an object"
+    assert validate(number.encode(), now=NOW).error_description == "message: a JSON number, expected an object"
+    header = validate(f'{{"messageHeader": {number}}}'.encode(), now=NOW)
+    assert header.error_description == "messageHeader: a JSON number, expected an object"
 
 
 @pytest.mark.parametrize(

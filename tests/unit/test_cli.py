@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -51,6 +54,41 @@ def test_a_missing_file_is_one_clear_line_and_exit_2(capsys, tmp_path: Path):
     assert err.strip() == f"rdss validate: cannot read {missing}: No such file or directory"
     assert "Traceback" not in err
     assert out.count("\n") == 2  # the other files were still classified
+
+
+class _FailingReads(io.RawIOBase):
+    """A file that opens and then fails to read, as /proc/self/mem or a device does (EIO)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+@pytest.mark.parametrize("command", ["validate", "send", "request", "split", "join"])
+def test_a_file_that_fails_mid_read_is_named_in_its_one_line(command, capsys, monkeypatch, tmp_path: Path):
+    # the open succeeded, so the OSError of the read carried no file name: "cannot read input"
+    named = tmp_path / "device"
+    named.touch()
+    monkeypatch.setenv("RDSS_GATEWAY_URL", "memory://failing-reads")
+    real_open = Path.open
+    monkeypatch.setattr(
+        Path,
+        "open",
+        lambda self, *a, **k: io.BufferedReader(_FailingReads()) if self == named else real_open(self, *a, **k),
+    )
+    argv = [command, str(named)] + (["--out", str(tmp_path / "parts")] if command == "split" else [])
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.splitlines()[-1] == f"rdss {command}: cannot read {named}: Input/output error"
+
+
+def test_standard_input_that_fails_mid_read_is_named(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(_FailingReads())))
+    code, _, err = run(capsys, "validate", "-")
+    assert code == 2
+    assert err.strip() == "rdss validate: cannot read standard input: Input/output error"
 
 
 def test_a_missing_file_in_json_mode_still_gets_its_line(capsys, tmp_path: Path):
@@ -230,3 +268,77 @@ def test_a_command_whose_extra_is_not_installed_says_which_in_one_line(
         f"rdss {command[0]}: this needs the {extra} extra ({blocked} is not installed): "
         f"pip install 'rdss-messaging[{extra}]'"
     )
+
+
+def test_ctrl_c_while_the_command_line_loads_prints_no_traceback():
+    # Ctrl-C in the few tenths of a second before main() can catch it raised KeyboardInterrupt out
+    # of an import, and Python printed its traceback; the process still dies of SIGINT
+    ran = subprocess.run(
+        [sys.executable, "-c", "import rdss.cli\nraise KeyboardInterrupt"], capture_output=True, timeout=60, check=False
+    )
+    assert (ran.returncode, ran.stderr) == (-2, b"")
+
+
+def test_any_other_uncaught_error_is_still_printed():
+    ran = subprocess.run(
+        [sys.executable, "-c", "import rdss.cli\nraise RuntimeError('kept')"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert b"Traceback" in ran.stderr
+    assert b"RuntimeError: kept" in ran.stderr
+
+
+def test_split_refuses_an_empty_out_rather_than_writing_to_the_working_directory(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as usage:
+        main(["split", str(VALID), "--out", ""])
+    assert usage.value.code == 2
+    assert "argument --out: an empty name is no directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "symlink to /dev/null"])
+def test_split_to_something_that_is_not_a_directory_says_so(kind, capsys, tmp_path):
+    out = tmp_path / "out"
+    if kind == "file":
+        out.write_bytes(b"kept")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.symlink_to("/dev/null")
+    code, _, err = run(capsys, "split", str(VALID), "--out", str(out))
+    assert code == 2
+    assert err == f"rdss split: cannot write parts to {out}: it exists and is not a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "closed", "said"),
+    [
+        (["validate", "-"], "stdin", "rdss validate: cannot read standard input: it is closed"),
+        (["send", "-", "--url", "memory://closed"], "stdin", "rdss send: cannot read standard input: it is closed"),
+        (["validate", str(VALID)], "stdout", "rdss: standard output is closed: give it somewhere to go"),
+        (
+            ["tail", "metadata", "--url", "memory://closed", "--idle", "0.1"],
+            "stdout",
+            "rdss: standard output is closed",
+        ),
+    ],
+)
+def test_a_closed_standard_stream_is_one_line_not_a_traceback(argv, closed, said):
+    # started with <&- or >&-, Python's sys.stdin or sys.stdout is None, not a file
+    ran = subprocess.run(
+        [sys.executable, "-m", "rdss", *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=closed != "stdout",
+        stderr=subprocess.PIPE if closed == "stdout" else None,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(0 if closed == "stdin" else 1),
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 2
+    assert ran.stderr.decode().count("\n") == 1
+    assert ran.stderr.decode().startswith(said)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rdss.gateway import TransportError, URLError, backend, select
 from rdss.gateway.backend import Settings, open_backend
@@ -46,11 +48,40 @@ def test_memory_urls_name_a_bus():
         ("kinesis://dev?endpoint=localhost:5000", "endpoint must be an http(s) URL"),
         ("kinesis://dev?shards=2", "unknown parameter(s) shards"),
         ("memory://x?partitions=0", "partitions must be"),
+        ("memory://x?ldr=sqlite:///a.sqlite&ldr=dynamodb://t", "parameter(s) ldr given more than once"),
+        ("amqp://u:p@host/?heartbeat=30&heartbeat=0", "parameter(s) heartbeat given more than once"),
+        ("memory://x#frag", "no #fragment"),
+        ("kinesis://dev?region=eu-west-2#", "no #fragment"),
     ],
 )
 def test_bad_urls_say_what_is_wrong(url, complaint):
     with pytest.raises(URLError, match=complaint.replace("(", r"\(").replace(")", r"\)")):
         parse(url)
+
+
+_PARAMETERS = {
+    "kinesis": ["endpoint", "region", "prefix", "ldr"],
+    "memory": ["partitions", "ldr"],
+    "amqp": ["heartbeat"],
+}
+_VALUES = {"endpoint": "http://127.0.0.1:5000", "partitions": "2", "ldr": "memory://x"}
+
+
+@given(
+    st.sampled_from(sorted(_PARAMETERS)).flatmap(
+        lambda s: st.tuples(st.just(s), st.lists(st.sampled_from(_PARAMETERS[s]), min_size=1, max_size=5))
+    )
+)
+def test_a_parameter_given_twice_is_refused_once_is_kept(scheme_and_names):
+    # parse_qsl then dict() kept the last of two ldr= silently: which store a gateway used was a guess
+    scheme, names = scheme_and_names
+    query = "&".join(f"{name}={_VALUES.get(name, 'eu-west-2')}" for name in names)
+    url = f"{scheme}://dev?{query}"
+    if len(set(names)) < len(names):
+        with pytest.raises(URLError, match="given more than once"):
+            parse(url)
+    else:
+        assert set(parse(url).params) == set(names)
 
 
 def test_other_schemes_are_left_to_their_backend():

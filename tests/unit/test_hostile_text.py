@@ -440,6 +440,40 @@ def test_bridge_and_archive_say_their_urls_as_text(tmp_path):
     assert "\\x1b[2J" in shown.err
 
 
+@COMMANDS
+@given(hostile)
+@example("")
+@example(" ")
+@example("a b")
+@example("x" * 256)
+def test_a_consumer_group_is_one_word_of_text_or_refused_in_one_line(group):
+    # an empty group would have RabbitMQ name the bridge's queue itself: one no restart finds again
+    bus = f"memory://group-{uuid.uuid4().hex[:8]}"
+    fit = 0 < len(group.encode("utf-8", "surrogatepass")) <= 255 and all(
+        not c.isspace() and c.isprintable() for c in group
+    )
+    for argv in (
+        ("bridge", "--url", bus, "--to", bus + "x", "--group", group, "--idle", "0.01"),
+        ("bridge", "--url", bus, "--to", bus + "x", "--declare", group, "--idle", "0.01"),
+    ):
+        shown = run(*argv)
+        if fit:
+            assert shown.code == 0, shown
+        else:
+            assert shown.code == 2, shown
+            assert shown.err.count("\n") == 1, shown
+            assert "a consumer group is 1 to 255 bytes of text" in shown.err or "not UTF-8 text" in shown.err, shown
+
+
+def test_a_channel_named_twice_is_bridged_once():
+    bus = f"memory://twice-{uuid.uuid4().hex[:8]}"
+    shown = run(
+        "bridge", "--url", bus, "--to", bus + "x", "--channel", "metadata", "--channel", "metadata", "--idle", "0.01"
+    )
+    assert shown.code == 0, shown
+    assert f"bridging metadata: {bus} -> {bus}x" in shown.err
+
+
 # -- the demo's summary -------------------------------------------------------------------------
 
 
