@@ -121,8 +121,8 @@ class FirehoseWriter:
                 return sorted([*given_up, *retry], key=lambda u: u.index)
             if not retry:
                 return []
-            failed = f"{len(retry)} archive record(s) for {delivery_stream}"
-            delay = next_delay(delays, self.log, failed, attempt, retry[0].error_code)
+            records_for = f"{len(retry)} archive record(s) for {delivery_stream}"
+            delay = next_delay(delays, self.log, records_for, attempt, retry[0].error_code)
             if delay is None:
                 return retry
             self.sleep(delay)
