@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.archive import entries as archive
-from rdss.model.errors import ErrorCode
+from rdss.aws.putrecords import next_delay
 
 if TYPE_CHECKING:
     from rdss.model.retry import Backoff
@@ -121,24 +121,10 @@ class FirehoseWriter:
                 return sorted([*given_up, *retry], key=lambda u: u.index)
             if not retry:
                 return []
-            delay = next(delays, None)
+            records_for = f"{len(retry)} archive record(s) for {delivery_stream}"
+            delay = next_delay(delays, self.log, records_for, attempt, retry[0].error_code)
             if delay is None:
-                self.log.error(
-                    "%s: gave up on %d archive record(s) for %s after %d attempts (%s)",
-                    ErrorCode.GENERR005,
-                    len(retry),
-                    delivery_stream,
-                    attempt,
-                    retry[0].error_code,
-                )
                 return retry
-            self.log.warning(
-                "%d archive record(s) for %s failed (%s); retrying in %.1f s",
-                len(retry),
-                delivery_stream,
-                retry[0].error_code,
-                delay,
-            )
             self.sleep(delay)
             attempt += 1
             pending = [u.index for u in retry]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,21 +140,10 @@ class PutRecordsBatcher:
                 retry.extend(self._call(stream, chunk, report))
             if not retry:
                 return
-            delay = next(delays, None)
+            delay = next_delay(delays, self.log, f"{len(retry)} record(s) for {stream}", attempt, retry[0][1])
             if delay is None:
-                self.log.error(
-                    "%s: gave up on %d record(s) for %s after %d attempts (%s)",
-                    ErrorCode.GENERR005,
-                    len(retry),
-                    stream,
-                    attempt,
-                    retry[0][1],
-                )
                 report.failed.extend(Failed(record, code, message, True) for record, code, message in retry)
                 return
-            self.log.warning(
-                "%d record(s) for %s failed (%s); retrying in %.1f s", len(retry), stream, retry[0][1], delay
-            )
             self.sleep(delay)
             attempt += 1
             records = [record for record, _, _ in retry]
@@ -193,6 +182,22 @@ class PutRecordsBatcher:
             else:
                 report.failed.append(Failed(record, code, result.get("ErrorMessage", "")))
         return retry
+
+
+def next_delay(
+    delays: Iterator[float], log: logging.Logger, failed: str, attempt: int, error_code: str
+) -> float | None:
+    """The wait before the attempt after ``attempt`` at the records that failed with
+    ``error_code`` (``failed`` says which: ``3 record(s) for rdss-prod-input``), logged as a
+    warning; None once ``delays`` are spent: the records are given up (GENERR005, logged as an
+    error). A batch writer's retry step (PutRecords here, Firehose's PutRecordBatch in
+    :mod:`rdss.archive.delivery`)."""
+    delay = next(delays, None)
+    if delay is None:
+        log.error("%s: gave up on %s after %d attempts (%s)", ErrorCode.GENERR005, failed, attempt, error_code)
+    else:
+        log.warning("%s failed (%s); retrying in %.1f s", failed, error_code, delay)
+    return delay
 
 
 def _chunks(records: Sequence[Record]) -> Iterable[list[Record]]:

@@ -60,17 +60,9 @@ class Figures:
 
 def _client(endpoint: Any, service: str) -> Any:
     """A client configured as the gateway configures its own, pointed at ``endpoint``."""
-    import boto3
-
     from rdss.gateway.log.kinesis import GATEWAY_CLIENT_CONFIG
 
-    kwargs: dict[str, Any] = {"region_name": endpoint.region, "config": GATEWAY_CLIENT_CONFIG}
-    if endpoint.url:
-        kwargs["endpoint_url"] = endpoint.url
-    if endpoint.credentials:
-        kwargs["aws_access_key_id"] = endpoint.credentials["AWS_ACCESS_KEY_ID"]
-        kwargs["aws_secret_access_key"] = endpoint.credentials["AWS_SECRET_ACCESS_KEY"]
-    return boto3.client(service, **kwargs)
+    return endpoint.client(service, config=GATEWAY_CLIENT_CONFIG)
 
 
 class _Counter:

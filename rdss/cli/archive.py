@@ -7,19 +7,17 @@ or the target unreachable at start.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
-    USAGE,
     CommandError,
-    add_command,
-    add_deployment_option,
     add_service_options,
+    announce,
     configure_service_logging,
+    deployment_command,
     deployment_url,
     file_name,
     group_name,
@@ -29,17 +27,15 @@ from rdss.cli.common import (
     stop_on_signals,
     unreachable_is_usage,
 )
-from rdss.host.display import safe
 
 
 def register(commands: Any) -> None:
-    archive = add_command(
+    archive = deployment_command(
         commands,
         "archive",
         run_archive,
         help="archive every message of a messaging system (Kinesis, RabbitMQ, memory) to a directory or S3",
     )
-    add_deployment_option(archive)
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]", type=file_name)
     archive.add_argument(
         "--group", type=group_name, default="audit", help="the consumer group of the Wire Tap (default: audit)"
@@ -88,10 +84,10 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        print(safe(f"archiving every message of {url} to {sink}"), file=sys.stderr, flush=True)
+        announce(f"archiving every message of {url} to {sink}")
         try:
             stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
         except (ClientError, BotoCoreError, OSError) as error:
-            raise CommandError(f"cannot write to {sink}: {error}", USAGE) from error
+            raise CommandError(f"cannot write to {sink}: {error}") from error
     report(args, stats.as_dict(), f"archived {stats.records} record(s) in {stats.objects} object(s)")
     return 0

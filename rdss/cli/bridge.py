@@ -8,18 +8,16 @@ messaging system unreachable at start. Once running, a side that drops is retrie
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
-    USAGE,
     CommandError,
-    add_command,
-    add_deployment_option,
     add_service_options,
+    announce,
     configure_service_logging,
+    deployment_command,
     deployment_url,
     group_name,
     report,
@@ -28,12 +26,12 @@ from rdss.cli.common import (
     unreachable_is_usage,
     whole_number,
 )
-from rdss.host.display import safe
 
 
 def register(commands: Any) -> None:
-    bridge = add_command(commands, "bridge", run_bridge, help="move messages between Kinesis and RabbitMQ (or memory)")
-    add_deployment_option(bridge)
+    bridge = deployment_command(
+        commands, "bridge", run_bridge, help="move messages between Kinesis and RabbitMQ (or memory)"
+    )
     direction = bridge.add_mutually_exclusive_group(required=True)
     direction.add_argument("--to", dest="to_url", metavar="OTHER_URL", help="out of the deployment into OTHER_URL")
     direction.add_argument("--from", dest="from_url", metavar="OTHER_URL", help="from OTHER_URL into the deployment")
@@ -93,9 +91,9 @@ def run_bridge(args: argparse.Namespace) -> int:
                 batch_size=args.batch,
             )
     except (ClientError, BotoCoreError) as error:
-        raise CommandError(f"cannot reach the source or target: {error}", USAGE) from error
+        raise CommandError(f"cannot reach the source or target: {error}") from error
     stop = stop_on_signals()
-    print(safe(f"bridging {', '.join(channels)}: {source} -> {target}"), file=sys.stderr, flush=True)
+    announce(f"bridging {', '.join(channels)}: {source} -> {target}")
     stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
     summary = (
         f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rdss.host.display import printable, printable_json
+from rdss.host.display import printable, printable_json, safe
 from rdss.observability.outside import FORMATS, LogSettings, configure, parse_level
 
 if TYPE_CHECKING:
@@ -211,6 +211,26 @@ def add_service_options(parser: argparse.ArgumentParser, *, idle: str) -> None:
     parser.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
     parser.add_argument("--json", action="store_true", help="print the final figures as JSON")
     add_logging_options(parser)
+
+
+def deployment_command(
+    commands: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    help: str,  # noqa: A002 - argparse's own keyword, as add_command's
+) -> argparse.ArgumentParser:
+    """A command that talks to a deployment (:func:`add_command`): the deployment's options
+    (:func:`add_deployment_option`) first."""
+    parser = add_command(commands, name, run, help=help)
+    add_deployment_option(parser)
+    return parser
+
+
+def announce(text: str) -> None:
+    """What a service command sets out to do, on standard error (its figures go to standard
+    output), escaped and at once."""
+    print(safe(text), file=sys.stderr, flush=True)
 
 
 def add_sender_options(parser: argparse.ArgumentParser, application: str) -> None:

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -292,25 +293,22 @@ def _banner(
 MAX_SHARDS = 50
 
 
-def _port(text: str) -> int:
-    port = _integer(text)
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port (0-65535)")
-    return port
+def _integer_in(low: int, high: int, refused: str) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high``; ``refused`` follows the
+    text given in the error otherwise."""
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} {refused}")
+        return value
+
+    return parse
 
 
-def _shards(text: str) -> int:
-    shards = _integer(text)
-    if not 1 <= shards <= MAX_SHARDS:
-        raise argparse.ArgumentTypeError(f"{text} is out of range (1-{MAX_SHARDS})")
-    return shards
-
-
-def _compaction(text: str) -> int:
-    every = _integer(text)
-    if not 1 <= every <= 10_000_000:
-        raise argparse.ArgumentTypeError(f"{text} is out of range (1-10,000,000)")
-    return every
+_port = _integer_in(0, 65535, "is not a port (0-65535)")
+_shards = _integer_in(1, MAX_SHARDS, f"is out of range (1-{MAX_SHARDS})")
+_compaction = _integer_in(1, 10_000_000, "is out of range (1-10,000,000)")
 
 
 def _environment(text: str) -> str:

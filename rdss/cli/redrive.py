@@ -8,16 +8,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.aws.failures import describe
-from rdss.cli.common import INVALID, AwsDeployment, CommandError, add_command, add_deployment_option, aws_deployment
+from rdss.cli.common import INVALID, AwsDeployment, CommandError, aws_deployment, deployment_command
 from rdss.deployment.topology import RDSS, Deployment
 from rdss.host.display import printable
 
 
 def register(commands: Any) -> None:
-    parser = add_command(
+    parser = deployment_command(
         commands, "redrive", run, help="put the batches Lambda parked in the on-failure queues back on their channel"
     )
-    add_deployment_option(parser)
     parser.add_argument(
         "--processor",
         action="append",

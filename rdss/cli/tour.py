@@ -6,18 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError, whole_number
+from rdss.cli.common import CommandError, add_command, whole_number
 
 
 def register(commands: Any) -> None:
-    tour = commands.add_parser(
-        "tour",
-        help="walk through the message model offline (no AWS)",
-        description="The message model end to end, offline: classify the example messages (each invalid one must get "
-        "the code its name says), a realistic generated workload (its rate), split a large deposit into a "
-        "multi-message sequence and reassemble it out of order, and decorate an invalid message for the invalid "
-        "channel and restore it byte for byte. Exit 1 on any unexpected result.",
-    )
+    tour = add_command(commands, "tour", run, help="walk through the message model offline (no AWS)")
     tour.add_argument(
         "--examples",
         type=Path,
@@ -27,10 +20,13 @@ def register(commands: Any) -> None:
     tour.add_argument(
         "--messages", type=whole_number(1, 10_000_000), default=5000, metavar="N", help="size of the generated workload"
     )
-    tour.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """The message model end to end, offline: classify the example messages (each invalid one must
+    get the code its name says), a realistic generated workload (its rate), split a large deposit
+    into a multi-message sequence and reassemble it out of order, and decorate an invalid message
+    for the invalid channel and restore it byte for byte. Exit 1 on any unexpected result."""
     from rdss.local import tour
 
     if args.examples is not None and not args.examples.is_dir():

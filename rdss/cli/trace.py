@@ -14,21 +14,13 @@ from urllib.parse import urlsplit
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError, add_deployment_option, aws_deployment
+from rdss.cli.common import INVALID, USAGE, CommandError, add_command, add_deployment_option, aws_deployment
 from rdss.host.display import printable, printable_json
 from rdss.model import timestamps
 
 
 def register(commands: Any) -> None:
-    trace = commands.add_parser(
-        "trace",
-        help="where did a message go: its timeline, from the deployment",
-        description="Follow MESSAGE_ID through a Kinesis deployment: the records on its channels (input, the routed "
-        "channels, sequence, invalid, error), the broker's claims, the applications' own Local Data Repositories "
-        "(--application, --ldr), the sequence it is part of, "
-        "and the audit and errors archive objects that hold it (listed by the hour prefixes around when it "
-        "entered). Exit 1 if nothing is found.",
-    )
+    trace = add_command(commands, "trace", run_trace, help="where did a message go: its timeline, from the deployment")
     trace.add_argument(
         "message_id",
         metavar="MESSAGE_ID",
@@ -64,10 +56,14 @@ def register(commands: Any) -> None:
     trace.add_argument(
         "--errors-bucket", metavar="NAME", help="default: from the broker function, else rdss-<env>-errors"
     )
-    trace.set_defaults(run=run_trace)
 
 
 def run_trace(args: argparse.Namespace) -> int:
+    """Follow MESSAGE_ID through a Kinesis deployment: the records on its channels (input, the
+    routed channels, sequence, invalid, error), the broker's claims, the applications' own Local
+    Data Repositories (--application, --ldr), the sequence it is part of, and the audit and errors
+    archive objects that hold it (listed by the hour prefixes around when it entered). Exit 1 if
+    nothing is found."""
     from rdss.trace.tracer import Tracer
 
     target = aws_deployment(args.url, "trace")

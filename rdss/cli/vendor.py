@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rdss.cli.common import USAGE, AwsDeployment, CommandError, add_deployment_option, aws_deployment, vendor_name
+from rdss.cli.common import (
+    USAGE,
+    AwsDeployment,
+    CommandError,
+    add_command,
+    add_deployment_option,
+    aws_deployment,
+    vendor_name,
+)
 from rdss.deployment.vendors import output_key
 from rdss.host.display import PrintableLines
 
@@ -35,13 +43,7 @@ def register(commands: Any) -> None:
         "Gateway with, from the deployment's stack or the synthesised template.",
     )
     actions = vendor.add_subparsers(dest="vendor", metavar="ACTION", required=True)
-    config = actions.add_parser(
-        "config",
-        help="print a vendor's gateway configuration",
-        description="Print the gateway configuration of vendor NAME (cdk.json: rdss.environments.ENV.vendors.NAME) "
-        "from the outputs of the stack rdss-ENV of the deployment kinesis://ENV, or of the template in cdk.out/ "
-        "before deploying.",
-    )
+    config = add_command(actions, "config", run_config, help="print a vendor's gateway configuration")
     config.add_argument("name", metavar="NAME", type=vendor_name)
     add_deployment_option(config)
     config.add_argument(
@@ -64,7 +66,6 @@ def register(commands: Any) -> None:
         "dynamodb://TABLE",
     )
     config.add_argument("--json", action="store_true", help="one JSON object instead of shell lines")
-    config.set_defaults(run=run_config)
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,9 @@ class _Resolver:
 
 
 def run_config(args: argparse.Namespace) -> int:
+    """Print the gateway configuration of vendor NAME (cdk.json: rdss.environments.ENV.vendors.NAME)
+    from the outputs of the stack rdss-ENV of the deployment kinesis://ENV, or of the template in
+    cdk.out/ before deploying."""
     if args.account is not None and args.cdk_out is None:
         raise CommandError("--account goes with --cdk-out: a deployed stack knows its account")
     target = aws_deployment(args.url, "vendor config")

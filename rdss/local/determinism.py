@@ -99,6 +99,18 @@ def _pin_urandom() -> None:
     os.urandom = urandom
 
 
+@contextmanager
+def _seeded(seed: str) -> Iterator[None]:
+    """Within: moto's random numbers drawn from a generator of its own, seeded by ``seed`` (a str
+    seed is hashed with SHA-512: the same in every process); then the generator before it again."""
+    saved = _pinned_random()
+    _pinned.random = random.Random(seed)
+    try:
+        yield
+    finally:
+        _pinned.random = saved
+
+
 def _pin_moto_clock() -> None:
     """Replace ``moto.core.utils.utcnow`` where moto looks it up: in ``moto.core.utils`` (its
     ``unix_time*`` helpers and every module imported from now on) and in each moto module
@@ -121,32 +133,21 @@ def _pin_backend_creation() -> None:
     """Make moto's backends (per account, and per region of an account) under seeds of their own."""
     from moto.core.base_backend import AccountSpecificBackend, BackendDict
 
-    def pinned(name: str) -> random.Random:
-        return random.Random(f"rdss backend {name}")  # a str seed is hashed with SHA-512: the same in every process
-
     create_account = BackendDict._create_account_specific_backend
     region_backend = AccountSpecificBackend.__getitem__
 
     def create_account_specific_backend(self: Any, account_id: str) -> None:
         if dict.__contains__(self, account_id):
             return create_account(self, account_id)
-        saved = _pinned_random()
-        _pinned.random = pinned(f"{self.service_name}/{account_id}")
-        try:
+        with _seeded(f"rdss backend {self.service_name}/{account_id}"):
             return create_account(self, account_id)
-        finally:
-            _pinned.random = saved
 
     def getitem(self: Any, region_name: str) -> Any:
         region = "aws" if region_name == "global" else region_name
         if dict.__contains__(self, region):
             return region_backend(self, region_name)
-        saved = _pinned_random()
-        _pinned.random = pinned(f"{self.service_name}/{self.account_id}/{region}")
-        try:
+        with _seeded(f"rdss backend {self.service_name}/{self.account_id}/{region}"):
             return region_backend(self, region_name)
-        finally:
-            _pinned.random = saved
 
     BackendDict._create_account_specific_backend = create_account_specific_backend  # type: ignore[method-assign]
     AccountSpecificBackend.__getitem__ = getitem  # type: ignore[method-assign]
@@ -178,12 +179,8 @@ class _PinnedLoader(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
-        saved = _pinned_random()
-        _pinned.random = random.Random(f"rdss import {self._name}")
-        try:
+        with _seeded(f"rdss import {self._name}"):
             self._loader.exec_module(module)
-        finally:
-            _pinned.random = saved
 
     def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package...: the real loader's
         return getattr(self._loader, name)

@@ -52,8 +52,10 @@ class Endpoint:
             env["AWS_ENDPOINT_URL"] = self.url
         return env
 
-    def client(self, service: str) -> Any:
-        kwargs: dict[str, Any] = {"region_name": self.region, "config": _CONFIG}
+    def client(self, service: str, *, config: Config | None = None) -> Any:
+        """A boto3 client of ``service`` here; ``config`` in place of the emulator's own (a caller
+        measuring a client configured as it is elsewhere, e.g. the gateway's)."""
+        kwargs: dict[str, Any] = {"region_name": self.region, "config": config or _CONFIG}
         if self.url:
             kwargs["endpoint_url"] = self.url
         if self.credentials:

@@ -16,14 +16,15 @@ they are retried without counting (:func:`is_transient`), as Lambda's own retrie
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.repository.entries import KEY_ATTRIBUTE, RETENTION_SECONDS, attempts_key
+from rdss.repository.entries import RETENTION_SECONDS, attempts_key
+
+if TYPE_CHECKING:
+    from rdss.repository.dynamodb import LocalDataRepository
 
 #: Attempts at a record before it is moved to ``error`` (GENERR009), unless configured.
 DEFAULT_RECORD_ATTEMPTS = 3
@@ -76,26 +77,23 @@ def describe(error: BaseException) -> str:
 
 @dataclass
 class RecordAttempts:
-    """Failed attempts per stream record, in a repository table (the deployment's ``messages``)."""
+    """Failed attempts per stream record, kept in the processor's repository table (the
+    deployment's ``messages``), beside its claims: the table's client, name, key and clock."""
 
-    client: Any
-    table: str
-    _: KW_ONLY
-    key: str = KEY_ATTRIBUTE
-    clock: Callable[[], float] = time.time
+    ldr: LocalDataRepository
 
     def count(self, record: str, error: BaseException) -> int | None:
         """Count one more failed attempt at ``record`` (``<shard>/<sequence number>``); the
         attempts so far, or None when the count could not be kept (then the record is retried
         rather than given up on early)."""
         try:
-            response = self.client.update_item(
-                TableName=self.table,
-                Key={self.key: {"S": attempts_key(record)}},
+            response = self.ldr.client.update_item(
+                TableName=self.ldr.table,
+                Key={self.ldr.key: {"S": attempts_key(record)}},
                 UpdateExpression="ADD attempts :one SET expiresAt = :expires, lastError = :error",
                 ExpressionAttributeValues={
                     ":one": {"N": "1"},
-                    ":expires": {"N": str(int(self.clock()) + RETENTION_SECONDS)},
+                    ":expires": {"N": str(int(self.ldr.clock()) + RETENTION_SECONDS)},
                     ":error": {"S": describe(error)[:1000]},
                 },
                 ReturnValues="UPDATED_NEW",

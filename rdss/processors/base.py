@@ -54,7 +54,7 @@ class Processor(BatchApp):
         """
         self.names = names
         self.ldr = LocalDataRepository(dynamodb, names.table("messages"), clock=clock)
-        self.attempts = RecordAttempts(dynamodb, names.table("messages"), clock=clock)
+        self.attempts = RecordAttempts(self.ldr)
         self.max_attempts = max_attempts if max_attempts is not None else record_attempts()
         self.router = Router(names, topology)
         self.s3 = s3
