@@ -26,21 +26,40 @@ _BODIES = {
 }
 
 
-#: Where the published schemas live on the project's machines, for a checkout elsewhere (CI).
-SHARED_LOCATION = Path("/work/shared/rdss-spec-3.0.2")
+#: The published data model's directory name: what the search looks for.
+DIRECTORY = "rdss-spec-3.0.2"
+#: Virtual file systems a search from the root never enters.
+_NOT_FILES = frozenset({"proc", "sys", "dev", "run"})
 
 
 def candidate_locations() -> list[Path]:
-    """Where to look, in order: $RDSS_REFERENCE_SCHEMAS, ``../shared`` beside the checkout,
-    then :data:`SHARED_LOCATION`."""
+    """Where to look, in order: $RDSS_REFERENCE_SCHEMAS; then a directory named :data:`DIRECTORY`
+    within two levels below each directory the checkout lies in, nearest first (the published
+    schemas are kept beside a project, never in it). Nothing outside that is assumed."""
     candidates = []
     override = os.environ.get("RDSS_REFERENCE_SCHEMAS")
     if override:
         candidates.append(Path(override))
-    root = Path(__file__).resolve().parents[2]
-    candidates.append(root.parent / "shared" / "rdss-spec-3.0.2")
-    candidates.append(SHARED_LOCATION)
+    for ancestor in Path(__file__).resolve().parents[2].parents:
+        candidates += _named_below(ancestor)
     return candidates
+
+
+def _named_below(directory: Path, depth: int = 2) -> list[Path]:
+    """``directory/DIRECTORY``, and the same in its subdirectories ``depth`` levels down, for
+    those that exist (virtual file systems under the root are not entered)."""
+    found = [directory / DIRECTORY] if (directory / DIRECTORY).is_dir() else []
+    if depth == 0:
+        return found
+    try:
+        children = sorted(p for p in directory.iterdir() if p.is_dir() and p.name != DIRECTORY)
+    except OSError:
+        return found
+    for child in children:
+        if directory.parent == directory and child.name in _NOT_FILES:
+            continue
+        found += _named_below(child, depth - 1)
+    return found
 
 
 def default_location() -> Path | None:

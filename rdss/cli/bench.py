@@ -52,7 +52,8 @@ def register(commands: Any) -> None:
         "--reference-schemas",
         type=Path,
         metavar="DIR",
-        help="the published rdss-spec-3.0.2 directory (default: ../shared/rdss-spec-3.0.2)",
+        help="the published rdss-spec-3.0.2 directory (default: $RDSS_REFERENCE_SCHEMAS, else one of that name found "
+        "beside the checkout, up to two levels below a directory it lies in)",
     )
     check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validator")
 
@@ -215,7 +216,7 @@ def register(commands: Any) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     """Time the classifier (rdss.model.validation.validate) on realistic generated messages, beside orjson's parse alone
     and the reference validator (jsonschema Draft 4 with formats over the published RDSS 3.0.2 schemas, which are not
-    part of this package: --reference-schemas DIR, $RDSS_REFERENCE_SCHEMAS, else ../shared/rdss-spec-3.0.2 beside a
+    part of this package: --reference-schemas DIR, $RDSS_REFERENCE_SCHEMAS, else a directory of that name beside a
     checkout; without them the reference is left out, as with --no-reference). The median of --rounds passes.
     """
     from rdss.bench import reference, validate
