@@ -148,3 +148,10 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert not _resolves("rdss.gateway.holdings")
     assert _resolves("rdss.model.validation.validate")
     assert not _resolves("rdss.model.validation.no_such_function")
+
+
+def test_nothing_names_a_place_on_the_build_machine_outside_the_repository() -> None:
+    # what a checkout elsewhere would not have: the machine's work directory, a sibling of the checkout
+    outside = re.compile(r"(?<![\w.])(/work/|\.\./shared\b)")
+    cited = [f"{path.relative_to(ROOT)}: {match}" for path, text in _texts() for match in outside.findall(text)]
+    assert not cited, cited
