@@ -28,6 +28,7 @@ from rdss.model.rejection import moved_by
 from rdss.model.validation import validate
 from rdss.model.workload import Workload
 from rdss.trace.tracer import Tracer
+from tests.support.breadth import share
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -144,7 +145,7 @@ def test_any_key_a_producer_writes_leads_to_the_content_verdict(one_system: Syst
     seed = iter(range(28_100, 1_000_000))
 
     @settings(
-        max_examples=30,
+        max_examples=share(30),
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -32,6 +32,7 @@ from rdss.model import decoration, history
 from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.model.workload import Workload
 from rdss.processors.sequencer import Sweep
+from tests.support.breadth import share
 from tests.support.parts import arrivals, other_fragment, parts_of
 from tests.support.system import System
 
@@ -261,7 +262,7 @@ def deployment(endpoint: Endpoint) -> Iterator[Runtime]:
     runtime.deprovision()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=share(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_accounting_finds_every_part_in_exactly_one_place(deployment: Runtime, data: st.DataObject):
     runtime = deployment
