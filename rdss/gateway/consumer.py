@@ -195,8 +195,9 @@ class Receiver:
 
     def nack(self, received: Received, reason: BaseException | str | None = None, *, count: bool = True) -> int:
         """Not processed: deliver it again. Its partition is rewound to it, so the messages after
-        it in that partition come again too (those already acknowledged are then dropped as
-        duplicates); what this receiver had read beyond it is forgotten.
+        it in that partition come again too, except those already settled (acknowledged, or
+        moved to invalid or error: a move is made once); what this receiver had read beyond it
+        is forgotten.
 
         Each nack is a failed attempt, counted with the group's state (it survives a restart).
         At ``max_attempts`` the message is poison: instead of coming again it is moved to the
