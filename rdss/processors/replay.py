@@ -137,6 +137,14 @@ def _header(payload: bytes) -> dict[str, Any]:
     return header if isinstance(header, dict) else {}
 
 
+def _sent_by(payload: bytes, name: str) -> bool:
+    """Whether a record is one replay ``name`` sent (it carries the replay's hop)."""
+    if replays.PREFIX.encode() + name.encode() not in payload:
+        return False
+    mark = replays.requested(_header(payload))
+    return mark is not None and mark.name == name
+
+
 def _text(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
@@ -389,11 +397,14 @@ class Replayer:
         self.clock = clock
         self.sleep = sleep
 
-    def select(self, selection: Selection) -> Iterator[Archived]:
-        """The selected records in archive order, each identity once (Firehose is at least once)."""
+    def select(self, selection: Selection, name: str | None = None) -> Iterator[Archived]:
+        """The selected records in archive order, each identity once (Firehose is at least once),
+        leaving out what replay ``name`` itself sent (archived too, maybe inside the window)."""
         seen: set[str] = set()
         for found in self.listing.entries(selection.window(), selection.archives()):
             if not selection.matches(self.deployment, found):
+                continue
+            if name is not None and _sent_by(found.entry.payload, name):
                 continue
             source = source_of(found)
             if source not in seen:
@@ -423,7 +434,7 @@ class Replayer:
             raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
         started = self.clock()
         batch: list[Archived] = []
-        for found in self.select(spec.selection):
+        for found in self.select(spec.selection, spec.name):
             summary.selected += 1
             batch.append(found)
             if len(batch) >= BATCH:
