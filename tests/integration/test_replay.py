@@ -133,6 +133,8 @@ def test_a_window_of_input_replayed_through_the_broker_once_across_a_kill_and_re
     tracer = Tracer(runtime.deployment, **{s: runtime.endpoint.client(s) for s in ("kinesis", "dynamodb", "s3")})
     timeline = tracer.trace(ids[0])
     assert any("rdss-replay/fix-1" in line for line in timeline.lines()), timeline.lines()
+    assert [d.outcome for d in timeline.dispatches] == ["routed", "replayed"], timeline.lines()
+    assert timeline.summary() == "routed to metadata; 1 record(s) sent again by rdss replay, routed to metadata"
 
     # cancelled: a start refuses it
     code, out = cli(capsys, runtime, "cancel", "fix-1")
