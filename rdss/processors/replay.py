@@ -14,7 +14,8 @@ uses too) and sent again:
   routed once more per replay, a second copy dropped as that claim's duplicate. As with redrive
   (:mod:`rdss.processors.redrive_claims`), the table is the broker's and no vendor's role may
   write it, so a producer cannot forge a replay: a hop without a grant changes nothing. Invalid
-  records (claimed as their stream record) go through the broker and are moved again.
+  records (claimed as their stream record) go through the broker and are moved again. Parts of a
+  sequence are not replayed: the sequencer released the whole once and would not again.
 * ``--into group:G``: straight onto each message's routed channel, with a last hop naming the
   replay and the group: only G's receivers take it (:meth:`rdss.model.replay.Mark.reaches`);
   the others settle it unseen. Only valid whole messages can be replayed so.
@@ -202,7 +203,7 @@ class Summary:
     sent: int = 0
     #: Sent by an earlier run of this replay: not sent again.
     already: int = 0
-    #: Selected but not replayable where it was to go (--into group: not a valid whole message).
+    #: Selected but not replayable: a part of a sequence, or (--into group) not a valid message.
     skipped: int = 0
     #: Refused by Kinesis after retries (the run stops: resume it).
     failed: int = 0
@@ -218,7 +219,7 @@ class Summary:
         if self.already:
             parts.append(f"{self.already} sent by an earlier run")
         if self.skipped:
-            parts.append(f"{self.skipped} not replayable there (not a valid whole message)")
+            parts.append(f"{self.skipped} not replayable (a part of a sequence, or not valid for a group)")
         if self.failed:
             parts.append(f"{self.failed} refused")
         return "; ".join(parts) + f" ({self.status})"
@@ -519,8 +520,10 @@ class Replayer:
         verdict = validate(entry.payload)
         header = verdict.header if verdict.valid else None
         key = entry.partition_key or source
+        if verdict.is_part:
+            return None  # the sequencer released its whole once and keeps its positions: not sent again
         if group is not None:
-            if header is None or verdict.is_part or verdict.message is None:
+            if header is None or verdict.message is None:
                 return None
             route = RDSS.route(str(header["messageType"]), str(header["messageClass"]))
             if route is None:

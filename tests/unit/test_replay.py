@@ -281,3 +281,15 @@ def test_receivers_take_a_replay_for_their_group_alone_once_per_replay(bus_name:
                 got[group].append(mark.name if mark else None)
                 inbox.ack(received)
     assert got == {"a": [None, "r1", "r2"], "b": [None, "r2"]}
+
+
+def test_parts_of_a_sequence_are_not_replayed(aws: dict[str, Any]):
+    from rdss.model.sequences import split
+
+    whole = Workload(60).message("MetadataCreate", "Event")
+    parts = [orjson.dumps(p) for p in split(whole, 2_000)]
+    assert len(parts) > 1
+    archived(aws, [orjson.dumps(Workload(61).message("MetadataCreate", "Event")), *parts])
+    summary = replayer(aws, Clock()).run(Spec("seq", Selection(T0, T0 + timedelta(hours=1))))
+    assert (summary.selected, summary.sent, summary.skipped) == (1 + len(parts), 1, len(parts))
+    assert len(put_on(aws, "input")) == 1
