@@ -27,6 +27,7 @@ from rdss.cli import (
     local,
     messages,
     redrive,
+    replay,
     sequences,
     status,
     tour,
@@ -37,7 +38,22 @@ from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, t
 from rdss.host.display import printable, safe, shorten
 from rdss.host.extras import missing_extra
 
-_COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, status, bridge, adaptor, redrive, archive, vendor)
+_COMMANDS = (
+    messages,
+    sequences,
+    tour,
+    local,
+    bench,
+    gateway,
+    trace,
+    status,
+    bridge,
+    adaptor,
+    redrive,
+    replay,
+    archive,
+    vendor,
+)
 
 
 class _Parser(argparse.ArgumentParser):

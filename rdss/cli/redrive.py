@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     target = aws_deployment(args.url, "redrive")
     try:
-        deployment = _deployment(target)
+        deployment = deployment_names(target)
         redriver = Redriver(
             deployment,
             sqs=target.client("sqs"),
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else INVALID
 
 
-def _deployment(target: AwsDeployment) -> Deployment:
+def deployment_names(target: AwsDeployment) -> Deployment:
     """The deployment's names. CloudFormation names the buckets, so their names are read from a
     processor's configuration (the variables the functions get); without one (the embedded
     emulator) the topology's own names stand."""

@@ -442,7 +442,7 @@ def load(
         processor: _build(FunctionSettings, _merge(default_function, values), f"{where}.functions.{processor}")
         for processor, values in functions_raw.items()
     }
-    retention_hours = int(raw.pop("stream_retention_hours", 168))
+    retention_hours = int(raw.pop("stream_retention_hours", 24))
     if not 24 <= retention_hours <= 8760:
         raise ConfigError(f"{where}.stream_retention_hours: Kinesis keeps records 24 to 8760 hours")
 

@@ -56,6 +56,7 @@ from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, Transpor
 from rdss.gateway.holding import SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
+from rdss.model import replay as replays
 from rdss.model import timestamps
 from rdss.model.errors import ErrorCode
 from rdss.model.rejection import Rejector, moved_key
@@ -312,7 +313,7 @@ class Receiver:
         try:
             verdicts = [validate(d.payload, now=now) for d in deliveries]
             ids = [
-                str(v.header["messageId"])
+                replays.dedupe_key(str(v.header["messageId"]), replays.mark_of(v.header))
                 for v in verdicts
                 if v.header is not None and (v.valid or v.error_code is ErrorCode.GENERR003)
             ]
@@ -350,7 +351,14 @@ class Receiver:
                         skipped.append(delivery)
                     continue
                 header = verdict.message["messageHeader"]
-                message_id = str(header["messageId"])
+                mark = replays.mark_of(header)
+                if mark is not None and not mark.reaches(self.group):
+                    self.stats.filtered += 1  # a replay for another consumer group alone
+                    skipped.append(delivery)
+                    continue
+                message_id = replays.dedupe_key(str(header["messageId"]), mark)
+                if mark is not None:  # recorded and de-duplicated as this replay's delivery of it
+                    header = {**header, "messageId": message_id}
                 status = statuses.get(message_id)
                 if status is not None and status != RECEIVED:
                     self.stats.own += 1  # TO_SEND / SENT: this application's own message, come back
