@@ -29,7 +29,7 @@ from rdss.model.sequences import split
 from rdss.model.validation import validate
 from rdss.model.workload import Workload4
 from tests.support.published import examples_4, reference_4
-from tests.unit.test_reference_agreement import (
+from tests.fuzz.test_reference_agreement import (
     _MISSING,
     LAXER,
     STRICTER,
