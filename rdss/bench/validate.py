@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from rdss.bench import rate
+from rdss.bench.figures import Measured
 from rdss.bench.reference import reference_validator
 from rdss.model.validation import validate
 from rdss.model.workload import Workload
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     messages: int
     mean_bytes: float
     classifier_per_s: float
@@ -26,9 +26,6 @@ class Figures:
     #: (paired within a round, so a change in machine load between rounds cancels out).
     fraction_of_parse: float
     times_reference: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run(count: int, *, seed: int = 7, rounds: int = 5, reference: Path | None = None) -> Figures:
