@@ -6,13 +6,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from rdss.bench import rate
+from rdss.bench.figures import Measured
 from rdss.bench.reference import reference_validator, reference_validator_4
 from rdss.model import schemas
 from rdss.model.validation import validate
@@ -20,7 +21,7 @@ from rdss.model.workload import Workload, Workload4
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     """One version's figures."""
 
     version: str
@@ -33,9 +34,6 @@ class Figures:
     #: (paired within a round, so a change in machine load between rounds cancels out).
     fraction_of_parse: float
     times_reference: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
