@@ -1,0 +1,441 @@
+"""Message Translators between 3.0.2 and 4.0.0, through the canonical message.
+
+``translate(payload, to)`` reads a message of either version into
+:class:`rdss.model.canonical.Message` and writes it in the version asked for. What the target
+cannot say is dropped or invented by the rules listed in docs/vendors.md "Versions"; what it
+cannot say at all (a Vocabulary message in 4.0.0, a PreservationEvent in 3.0.2, a value with no
+counterpart) raises :class:`Untranslatable` with the error code a consumer's reject path
+records. The message keeps its messageId, correlationId and object identity; the translation
+appends itself to messageHistory as a hop named ``rdss-translate-<from>-to-<to>``.
+
+Translation judges nothing else: it never checks expiry, and a payload that is not a message
+of a version it reads is refused (the classifier, :mod:`rdss.model.validation`, says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from rdss.model import canonical, history, schemas
+from rdss.model.canonical import V3, V4, Header, Message, Sequence
+from rdss.model.errors import ErrorCode
+
+#: Research object members 3.0.2 has (the 4.0.0 research object's, spelt canonically, and
+#: objectPreservationEvent); any other member of a 4.0.0 body is an extension.
+_OBJECT_MEMBERS = frozenset(
+    {
+        "objectUUID",
+        "objectTitle",
+        "objectPersonRole",
+        "objectDescription",
+        "objectRights",
+        "objectDate",
+        "objectKeyword",
+        "objectCategory",
+        "objectResourceType",
+        "objectValue",
+        "objectIdentifier",
+        "objectRelatedIdentifier",
+        "objectOrganisationRole",
+        "objectPreservationEvent",
+        "objectFile",
+    }
+)
+#: The types whose body is a research object, and those whose body names one.
+_OBJECT_TYPES = frozenset({"MetadataCreate", "MetadataUpdate"})
+_REFERENCE_TYPES = frozenset({"MetadataDelete"})
+#: Types one version has and the other does not.
+_ONLY_IN = {"VocabularyRead": V3, "VocabularyPatch": V3, "PreservationEvent": V4}
+
+#: Invented or replaced values when writing a version that lacks the original (docs/vendors.md).
+_DOWN_REPLACED: Mapping[str, Mapping[str, str]] = {"resourceType": {"informationPackage": "other"}}
+_UP_REPLACED: Mapping[str, Mapping[str, str]] = {"resourceType": {"equipment": "other", "journal": "other"}}
+#: 3.0.2 codes without a name: the 4.0.0 name they become, where the enumeration has a catch-all.
+_UNNAMED_UP: Mapping[str, str] = {"personRole": "other"}
+_DESCRIPTION_TYPE = "description"
+_INVENTED_EVENT_TYPE = "creation"
+_INVENTED_EVENT_VALUE = "not recorded in 4.0.0"
+_INVENTED_ADDRESS = "not recorded in 4.0.0"
+
+
+class Untranslatable(ValueError):
+    """A message with no form in the target version (or not a message of a version read).
+
+    ``code`` is what a reject path records: GENERR002 for a type the target lacks, GENERR001
+    for a value or structure it cannot hold, GENERR004 for a header it cannot read.
+    """
+
+    def __init__(self, code: ErrorCode, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+
+
+def version_of(payload: bytes | Mapping[str, Any]) -> str | None:
+    """The ``messageHeader.version`` a message declares, or None."""
+    message = _parse(payload) if isinstance(payload, bytes | bytearray | memoryview) else payload
+    header = message.get("messageHeader") if isinstance(message, Mapping) else None
+    version = header.get("version") if isinstance(header, Mapping) else None
+    return version if isinstance(version, str) else None
+
+
+def major(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+def translate(
+    payload: bytes,
+    to: str,
+    *,
+    tenant_jisc_id: int | None = None,
+    now: datetime | None = None,
+) -> bytes:
+    """``payload`` written in version ``to`` (``3.0.2`` or ``4.0.0``).
+
+    A message already of ``to``'s MAJOR version comes back unchanged (same bytes). Going to
+    4.0.0, ``tenant_jisc_id`` (the deployment's ``tenant_jisc_id`` setting) fills the header's
+    required ``tenantJiscID``.
+
+    Raises:
+        Untranslatable: the message has no form in ``to``, or is not a message of a version
+            this reads.
+        ValueError: ``to`` is not a version this writes (the caller's mistake).
+    """
+    target = _target(to)
+    message = _parse(payload)
+    source = _source(message)
+    if major(source) == major(target):
+        return payload
+    read = read_v3 if target == V4 else read_v4
+    written = write_v4(read(message), tenant_jisc_id=tenant_jisc_id) if target == V4 else write_v3(read(message))
+    hop = history.hop(f"rdss-translate-{source}-to-{target}", now=now)
+    entries = [*written["messageHeader"].get("messageHistory", ()), hop.entry()]
+    written["messageHeader"] = _with_history(written["messageHeader"], entries)
+    return orjson.dumps(written)
+
+
+def translate_message(message: Message, to: str, *, tenant_jisc_id: int | None = None) -> dict[str, Any]:
+    """A canonical message written in version ``to`` (no hop appended)."""
+    return write_v4(message, tenant_jisc_id=tenant_jisc_id) if _target(to) == V4 else write_v3(message)
+
+
+def read(payload: bytes) -> Message:
+    """The canonical form of a 3.0.2 or 4.0.0 message."""
+    message = _parse(payload)
+    return read_v4(message) if major(_source(message)) == major(V4) else read_v3(message)
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def read_v3(message: Mapping[str, Any]) -> Message:
+    header = _read_header(message)
+    body = message.get("messageBody")
+    if header.message_type in _ONLY_IN:
+        return Message(header, body)
+    body = _walk(body, None, _v3_member, _v3_value)
+    if isinstance(body, dict) and isinstance(body.get("objectDescription"), str):
+        description = {"descriptionValue": body["objectDescription"], "descriptionType": _DESCRIPTION_TYPE}
+        body["objectDescription"] = [description]
+    return Message(header, body)
+
+
+def read_v4(message: Mapping[str, Any]) -> Message:
+    header = _read_header(message)
+    body = message.get("messageBody")
+    if header.message_type in _ONLY_IN or not isinstance(body, dict):
+        return Message(header, body)
+    extension = {k: v for k, v in body.items() if k not in _OBJECT_MEMBERS}
+    core = {k: v for k, v in body.items() if k in _OBJECT_MEMBERS}
+    files = core.get("objectFile")
+    if isinstance(files, list):  # 4.0.0's one string becomes one event with no type
+        core["objectFile"] = [_file_events_from_v4(f) for f in files]
+    return Message(header, core, extension)
+
+
+def _read_header(message: Mapping[str, Any]) -> Header:
+    header = message.get("messageHeader")
+    if not isinstance(header, Mapping):
+        raise Untranslatable(ErrorCode.GENERR004, "the message has no messageHeader object")
+    try:
+        timings, sequence = header["messageTimings"], header["messageSequence"]
+        return Header(
+            message_id=header["messageId"],
+            message_class=header["messageClass"],
+            message_type=header["messageType"],
+            published=timings["publishedTimestamp"],
+            sequence=Sequence(sequence["sequence"], sequence["position"], sequence["total"]),
+            version=header["version"],
+            generator=header["generator"],
+            correlation_id=header.get("correlationId"),
+            return_address=header.get("returnAddress"),
+            expiration=timings.get("expirationTimestamp"),
+            history=tuple(header.get("messageHistory", ())),
+            error_code=header.get("errorCode"),
+            error_description=header.get("errorDescription"),
+            tenant_jisc_id=header.get("tenantJiscID"),
+        )
+    except (KeyError, TypeError) as error:
+        raise Untranslatable(ErrorCode.GENERR004, f"the messageHeader lacks {error}") from error
+
+
+def _v3_member(name: str) -> str:
+    if name.endswith("Uuid"):
+        return name[:-4] + "UUID"
+    return canonical.MEMBER_RENAMED_IN_V4.get(name, name)
+
+
+def _v3_value(enumeration: str, value: Any) -> Any:
+    names = schemas.enumeration_names(enumeration)
+    if type(value) is not int or not 1 <= value <= len(names):
+        return value  # a code the data model reserves (no name), or not a code at all
+    name = names[value - 1]
+    return canonical.RENAMED_IN_V4.get(enumeration, {}).get(name, name)
+
+
+def _walk(value: Any, parent: str | None, member: Any, enum_value: Any) -> Any:
+    """``value`` with every member renamed by ``member`` and every enumerated value mapped by
+    ``enum_value``; objectDescription and filePreservationEvent are shaped by the caller."""
+    if isinstance(value, list):
+        return [_walk(item, parent, member, enum_value) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for name, child in value.items():
+        enumeration = canonical.enumeration_of(name, parent)
+        if enumeration is not None and not isinstance(child, dict | list):
+            out[member(name)] = enum_value(enumeration, child)
+        else:
+            out[member(name)] = _walk(child, name, member, enum_value)
+    return out
+
+
+def _file_events_from_v4(file: Any) -> Any:
+    if not isinstance(file, dict):
+        return file
+    file = dict(file)
+    event = file.pop("filePreservationEvent", None)
+    if isinstance(event, str):
+        file["filePreservationEvent"] = [{"preservationEventValue": event}]
+    return file
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def write_v4(message: Message, *, tenant_jisc_id: int | None) -> dict[str, Any]:
+    header = message.header
+    if _ONLY_IN.get(header.message_type) == V3:
+        raise Untranslatable(ErrorCode.GENERR002, f"{header.message_type} has no form in {V4}: the type is gone")
+    _whole(header)
+    tenant = header.tenant_jisc_id if header.tenant_jisc_id is not None else tenant_jisc_id
+    if type(tenant) is not int:
+        raise Untranslatable(
+            ErrorCode.GENERR004,
+            f"{V4} requires tenantJiscID and none is set (the deployment's tenant_jisc_id setting)",
+        )
+    body = message.body
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k != "objectPreservationEvent"}
+        if isinstance(body.get("objectFile"), list):
+            body["objectFile"] = [_file_events_to_v4(f) for f in body["objectFile"]]
+        body = _walk(body, None, _same, _v4_value)
+        body.update(message.extension)
+    return {"messageHeader": _write_header(header, V4, tenant), "messageBody": body}
+
+
+def write_v3(message: Message) -> dict[str, Any]:
+    header = message.header
+    if _ONLY_IN.get(header.message_type) == V4:
+        raise Untranslatable(ErrorCode.GENERR002, f"{header.message_type} has no form in {V3}: the type is not in it")
+    _whole(header)
+    body = message.body
+    if isinstance(body, dict):
+        body = dict(body)
+        if "objectDescription" in body:
+            body["objectDescription"] = _description_to_v3(body["objectDescription"])
+        is_object = header.message_type in _OBJECT_TYPES or (
+            header.message_type == "MetadataRead" and header.message_class == "Document"
+        )
+        if is_object and "objectValue" not in body:
+            body["objectValue"] = "normal"
+        if isinstance(body.get("objectFile"), list):
+            body["objectFile"] = [_file_to_v3(f) for f in body["objectFile"]]
+        body = _walk(body, None, _v4_member_down, _v3_code)
+        body = _people_to_v3(body)
+    return {"messageHeader": _write_header(header, V3, None), "messageBody": body}
+
+
+def _whole(header: Header) -> None:
+    if header.sequence.total != 1:
+        raise Untranslatable(
+            ErrorCode.GENERR004,
+            "a part of a sequence has no form on its own in another version: translate the whole message",
+        )
+
+
+def _write_header(header: Header, version: str, tenant: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"messageId": header.message_id}
+    if header.correlation_id is not None:
+        out["correlationId"] = header.correlation_id
+    out["messageClass"] = header.message_class
+    out["messageType"] = header.message_type
+    if header.return_address is not None:
+        out["returnAddress"] = header.return_address
+    timings = {"publishedTimestamp": header.published}
+    if header.expiration is not None:
+        timings["expirationTimestamp"] = header.expiration
+    out["messageTimings"] = timings
+    out["messageSequence"] = {
+        "sequence": header.sequence.sequence,
+        "position": header.sequence.position,
+        "total": header.sequence.total,
+    }
+    if header.history:
+        out["messageHistory"] = [dict(h) for h in header.history]
+    out["version"] = version
+    if header.error_code is not None:
+        out["errorCode"] = header.error_code
+    if header.error_description is not None:
+        out["errorDescription"] = header.error_description
+    out["generator"] = header.generator
+    if tenant is not None:
+        out["tenantJiscID"] = tenant
+    return out
+
+
+def _with_history(header: dict[str, Any], entries: list[Any]) -> dict[str, Any]:
+    """``header`` with messageHistory ``entries``, in the spec's member order (before version)."""
+    out: dict[str, Any] = {}
+    for name, value in header.items():
+        if name == "version":
+            out["messageHistory"] = entries
+        if name != "messageHistory":
+            out[name] = value
+    return out
+
+
+def _same(name: str) -> str:
+    return name
+
+
+def _v4_value(enumeration: str, value: Any) -> Any:
+    if type(value) is int:  # a 3.0.2 code without a name
+        replacement = _UNNAMED_UP.get(enumeration)
+        if replacement is None:
+            raise Untranslatable(
+                ErrorCode.GENERR001, f"{enumeration} {value} is a code 3.0.2 reserves without a name: no form in {V4}"
+            )
+        return replacement
+    return _UP_REPLACED.get(enumeration, {}).get(value, value)
+
+
+def _v4_member_down(name: str) -> str:
+    if name.endswith("UUID"):
+        return name[:-4] + "Uuid"
+    return canonical.MEMBER_RENAMED_IN_V3.get(name, name)
+
+
+def _v3_code(enumeration: str, value: Any) -> Any:
+    if type(value) is int:
+        return value  # an unnamed 3.0.2 code read from 3.0.2
+    name = _DOWN_REPLACED.get(enumeration, {}).get(value, value)
+    renamed = {new: old for old, new in canonical.RENAMED_IN_V4.get(enumeration, {}).items()}
+    name = renamed.get(name, name)
+    names = schemas.enumeration_names(enumeration)
+    if name not in names:
+        raise Untranslatable(ErrorCode.GENERR001, f"{enumeration} {value!r} has no form in {V3}")
+    return names.index(name) + 1
+
+
+def _description_to_v3(descriptions: Any) -> Any:
+    """4.0.0's typed descriptions as 3.0.2's one string: the values, in order, a blank line apart."""
+    if not isinstance(descriptions, list):
+        return descriptions
+    found = [d.get("descriptionValue") for d in descriptions if isinstance(d, dict)]
+    values = [v for v in found if isinstance(v, str) and v]
+    if not values:
+        raise Untranslatable(ErrorCode.GENERR001, f"objectDescription is empty: {V3} requires one")
+    return "\n\n".join(values)
+
+
+def _file_events_to_v4(file: Any) -> Any:
+    """3.0.2's preservation events of a file as 4.0.0's one string: their values, joined."""
+    if not isinstance(file, dict):
+        return file
+    file = dict(file)
+    events = file.pop("filePreservationEvent", None)
+    if isinstance(events, list):
+        values = [e.get("preservationEventValue") for e in events if isinstance(e, dict)]
+        text = "; ".join(v for v in values if isinstance(v, str) and v)
+        if text:
+            file["filePreservationEvent"] = text
+    return file
+
+
+def _file_to_v3(file: Any) -> Any:
+    if not isinstance(file, dict):
+        return file
+    file = dict(file)
+    events = file.get("filePreservationEvent") or [{"preservationEventValue": _INVENTED_EVENT_VALUE}]
+    file["filePreservationEvent"] = [
+        {"preservationEventType": _INVENTED_EVENT_TYPE, **e} if isinstance(e, dict) else e for e in events
+    ]
+    return file
+
+
+def _people_to_v3(body: dict[str, Any]) -> dict[str, Any]:
+    """3.0.2 requires what 4.0.0 lets go: an organisation's type and address (invented), a
+    person's organisation unit (refused: an organisation cannot be invented)."""
+
+    def fix(value: Any, parent: str | None) -> None:
+        if isinstance(value, list):
+            for item in value:
+                fix(item, parent)
+        elif isinstance(value, dict):
+            if parent == "organisation":
+                value.setdefault("organisationType", schemas.enumeration_names("organisationType").index("other") + 1)
+                value.setdefault("organisationAddress", _INVENTED_ADDRESS)
+            if parent == "person" and "personOrganisationUnit" not in value:
+                raise Untranslatable(
+                    ErrorCode.GENERR001, f"a person has no personOrganisationUnit, which {V3} requires"
+                )
+            for name, child in value.items():
+                fix(child, name)
+
+    fix(body, None)
+    return body
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _target(to: str) -> str:
+    for version in canonical.VERSIONS:
+        if major(to) == major(version):
+            return version
+    raise ValueError(f"no translator writes version {to!r}; versions: {', '.join(canonical.VERSIONS)}")
+
+
+def _source(message: Mapping[str, Any]) -> str:
+    version = version_of(message)
+    if version is None:
+        raise Untranslatable(ErrorCode.GENERR004, "the message declares no messageHeader.version")
+    try:
+        return _target(version)
+    except ValueError:
+        raise Untranslatable(ErrorCode.GENERR004, f"no translator reads version {version!r}") from None
+
+
+def _parse(payload: bytes | bytearray | memoryview) -> dict[str, Any]:
+    try:
+        message = orjson.loads(payload)
+    except orjson.JSONDecodeError as error:
+        raise Untranslatable(ErrorCode.GENERR007, f"not JSON: {error}") from error
+    if not isinstance(message, dict):
+        raise Untranslatable(ErrorCode.GENERR004, "not a message: not a JSON object")
+    return message
