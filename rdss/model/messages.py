@@ -81,10 +81,11 @@ def reply(
     """The reply to ``request``: same messageType, correlationId = the request's messageId.
 
     The reply travels to the request's returnAddress; that routing is the broker's job, so the
-    reply itself carries no returnAddress.
+    reply itself carries no returnAddress. A 4.0.0 request is answered in 4.0.0 (its version and
+    tenantJiscID); ``body`` is then the caller's to give in 4.0.0's shape.
     """
     header = request["messageHeader"]
-    return new_message(
+    message = new_message(
         header["messageType"],
         body,
         message_class=message_class,
@@ -92,6 +93,12 @@ def reply(
         correlation_id=header["messageId"],
         now=now,
     )
+    version = header.get("version")
+    if isinstance(version, str) and version.split(".", 1)[0] == "4":  # answered in the request's own version
+        message["messageHeader"]["version"] = version
+        if "tenantJiscID" in header:
+            message["messageHeader"]["tenantJiscID"] = header["tenantJiscID"]
+    return message
 
 
 def failure_reply(

@@ -258,8 +258,10 @@ def write_v3(message: Message) -> dict[str, Any]:
         body = dict(body)
         if "objectDescription" in body:
             body["objectDescription"] = _description_to_v3(body["objectDescription"])
-        is_object = header.message_type in _OBJECT_TYPES or (
-            header.message_type == "MetadataRead" and header.message_class == "Document"
+        # a failure reply's body is its request's (an objectUUID): no research object to complete
+        is_object = "objectTitle" in body and (
+            header.message_type in _OBJECT_TYPES
+            or (header.message_type == "MetadataRead" and header.message_class == "Document")
         )
         if is_object and "objectValue" not in body:
             body["objectValue"] = "normal"
