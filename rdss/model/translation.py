@@ -14,6 +14,7 @@ of a version it reads is refused (the classifier, :mod:`rdss.model.validation`, 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -183,6 +184,7 @@ def _read_header(message: Mapping[str, Any]) -> Header:
         raise Untranslatable(ErrorCode.GENERR004, f"the messageHeader lacks {error}") from error
 
 
+@functools.cache
 def _v3_member(name: str) -> str:
     if name.endswith("Uuid"):
         return name[:-4] + "UUID"
@@ -190,7 +192,7 @@ def _v3_member(name: str) -> str:
 
 
 def _v3_value(enumeration: str, value: Any) -> Any:
-    names = schemas.enumeration_names(enumeration)
+    names = _names(enumeration)
     if type(value) is not int or not 1 <= value <= len(names):
         return value  # a code the data model reserves (no name), or not a code at all
     name = names[value - 1]
@@ -199,19 +201,25 @@ def _v3_value(enumeration: str, value: Any) -> Any:
 
 def _walk(value: Any, parent: str | None, member: Any, enum_value: Any) -> Any:
     """``value`` with every member renamed by ``member`` and every enumerated value mapped by
-    ``enum_value``; objectDescription and filePreservationEvent are shaped by the caller."""
+    ``enum_value``; objectDescription and filePreservationEvent are shaped by the callers.
+    (Scalars are handled in place, not by a call each: most of a research object is strings.)"""
     if isinstance(value, list):
-        return [_walk(item, parent, member, enum_value) for item in value]
+        return [_walk(item, parent, member, enum_value) if type(item) in _CONTAINERS else item for item in value]
     if not isinstance(value, dict):
         return value
     out: dict[str, Any] = {}
     for name, child in value.items():
-        enumeration = canonical.enumeration_of(name, parent)
-        if enumeration is not None and not isinstance(child, dict | list):
-            out[member(name)] = enum_value(enumeration, child)
-        else:
+        if type(child) in _CONTAINERS:
             out[member(name)] = _walk(child, name, member, enum_value)
+        elif name in _ENUMERATED:
+            out[member(name)] = enum_value(canonical.enumeration_of(name, parent), child)
+        else:
+            out[member(name)] = child
     return out
+
+
+_CONTAINERS = frozenset({dict, list})
+_ENUMERATED = frozenset({*canonical.ENUMERATION_OF_MEMBER, "role"})
 
 
 def _file_events_from_v4(file: Any) -> Any:
@@ -336,6 +344,7 @@ def _v4_value(enumeration: str, value: Any) -> Any:
     return _UP_REPLACED.get(enumeration, {}).get(value, value)
 
 
+@functools.cache
 def _v4_member_down(name: str) -> str:
     if name.endswith("UUID"):
         return name[:-4] + "Uuid"
@@ -348,7 +357,7 @@ def _v3_code(enumeration: str, value: Any) -> Any:
     name = _DOWN_REPLACED.get(enumeration, {}).get(value, value)
     renamed = {new: old for old, new in canonical.RENAMED_IN_V4.get(enumeration, {}).items()}
     name = renamed.get(name, name)
-    names = schemas.enumeration_names(enumeration)
+    names = _names(enumeration)
     if name not in names:
         raise Untranslatable(ErrorCode.GENERR001, f"{enumeration} {value!r} has no form in {V3}")
     return names.index(name) + 1
@@ -414,6 +423,11 @@ def _people_to_v3(body: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+@functools.cache
+def _names(enumeration: str) -> tuple[str, ...]:
+    return schemas.enumeration_names(enumeration)
 
 
 def _target(to: str) -> str:
