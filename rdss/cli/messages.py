@@ -20,11 +20,17 @@ def register(commands: Any) -> None:
     check.add_argument("--no-expiry", action="store_true", help="skip the expiry stage (GENERR003)")
 
     new = add_command(commands, "new", run_new, help="print a minimal valid message")
-    new.add_argument(
-        "message_type", metavar="TYPE", choices=schemas.MESSAGE_TYPES, help=", ".join(schemas.MESSAGE_TYPES)
-    )
+    types = tuple(dict.fromkeys(t for spec in schemas.SETS for t in spec.message_types))
+    new.add_argument("message_type", metavar="TYPE", choices=types, help=", ".join(types))
     new.add_argument(
         "--class", dest="message_class", choices=schemas.MESSAGE_CLASSES, help="default: Command for reads, else Event"
+    )
+    new.add_argument(
+        "--version",
+        dest="spec_version",
+        choices=schemas.VERSIONS,
+        default=schemas.V3.version,
+        help=f"the Message API version to write (default {schemas.V3.version})",
     )
 
     translate = add_command(
@@ -50,7 +56,8 @@ def run_validate(args: argparse.Namespace) -> int:
             problem = describe_os_error(error)
             worst = USAGE
             if args.json:
-                print_json({"file": name, "valid": False, "errorCode": None, "errorDescription": problem})
+                line = {"file": name, "valid": False, "errorCode": None, "errorDescription": problem, "version": None}
+                print_json(line)
             print(f"rdss validate: {printable(problem)}", file=sys.stderr)
             continue
         verdict = validate(payload, check_expiry=not args.no_expiry)
@@ -62,6 +69,7 @@ def run_validate(args: argparse.Namespace) -> int:
                 "valid": verdict.valid,
                 "errorCode": None if verdict.error_code is None else str(verdict.error_code),
                 "errorDescription": verdict.error_description,
+                "version": verdict.version,
             }
             print_json(line)
         elif verdict.valid:
@@ -108,7 +116,7 @@ def run_translate(args: argparse.Namespace) -> int:
 def run_new(args: argparse.Namespace) -> int:
     """Print a minimal valid message."""
     try:
-        message = skeletons.skeleton(args.message_type, args.message_class)
+        message = skeletons.skeleton(args.message_type, args.message_class, version=args.spec_version)
     except ValueError as error:
         raise CommandError(str(error)) from error
     print_json(message, indent=True)

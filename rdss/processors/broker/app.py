@@ -249,7 +249,9 @@ class Broker(Processor):
                 "(its messageType, messageClass or messageBody differ); a messageId names one message"
             )
             item.key = record_key(item.record)
-            item.verdict = Verdict(ErrorCode.GENERR004, description, item.verdict.message, item.verdict.is_part)
+            item.verdict = Verdict(
+                ErrorCode.GENERR004, description, item.verdict.message, item.verdict.is_part, item.verdict.version
+            )
         self.ldr.claim(claims, ledger=ledger)
         for (item, earlier), claim in zip(conflicting, claims, strict=True):
             if claim.outcome is ClaimOutcome.REDELIVERED and claim.already_sent:
