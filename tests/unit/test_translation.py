@@ -1,0 +1,384 @@
+"""The Message Translators (rdss.model.translation): every mapping docs/vendors.md "Versions"
+lists, the refusals, and the property that any valid 3.0.2 message goes to a valid 4.0.0 one and
+back to a valid 3.0.2 one with its messageId and object identity kept."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rdss.model import schemas
+from rdss.model.errors import ErrorCode
+from rdss.model.translation import Untranslatable, read, translate
+from rdss.model.validation import validate
+from rdss.model.workload import Workload
+from tests.conftest import valid_examples
+
+TENANT = 4242
+_ENUMERATIONS = schemas.documents()["model/enumerations.json"]["$defs"]
+
+
+def _code(name: str, value: str) -> int:
+    return schemas.enumeration_names(name).index(value) + 1
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    return orjson.dumps(message)
+
+
+def _up(message: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    return orjson.loads(translate(_dumps(message), "4.0.0", tenant_jisc_id=TENANT, **kwargs))
+
+
+def _down(message: dict[str, Any]) -> dict[str, Any]:
+    return orjson.loads(translate(_dumps(message), "3.0.2"))
+
+
+def _valid(message: dict[str, Any]) -> bool:
+    verdict = validate(_dumps(message), check_expiry=False)
+    assert verdict.valid, (verdict.error_code, verdict.error_description)
+    return True
+
+
+def _create(seed: int = 1, **kwargs: Any) -> dict[str, Any]:
+    return Workload(seed).message("MetadataCreate", "Command", **kwargs)
+
+
+# -- the header ------------------------------------------------------------------------------------
+
+
+def test_up_keeps_the_ids_and_names_the_tenant_and_the_translation_as_a_hop() -> None:
+    request = Workload(3).message("MetadataRead", "Document")
+    up = _up(request)
+    header, original = up["messageHeader"], request["messageHeader"]
+    assert header["messageId"] == original["messageId"]
+    assert header["correlationId"] == original["correlationId"]
+    assert header["messageSequence"] == original["messageSequence"]
+    assert header["version"] == "4.0.0"
+    assert header["tenantJiscID"] == TENANT
+    [hop] = header["messageHistory"]
+    assert hop["machineId"] == "rdss-translate-3.0.2-to-4.0.0"
+    assert list(header).index("messageHistory") < list(header).index("version")
+    down = _down(up)["messageHeader"]
+    assert "tenantJiscID" not in down
+    assert down["version"] == "3.0.2"
+    assert [h["machineId"] for h in down["messageHistory"]] == [
+        "rdss-translate-3.0.2-to-4.0.0",
+        "rdss-translate-4.0.0-to-3.0.2",
+    ]
+
+
+def test_a_tenant_the_message_carries_wins_and_none_at_all_is_refused() -> None:
+    up = _up(_create())
+    up["messageHeader"]["tenantJiscID"] = 7
+    assert _up(_down(up))["messageHeader"]["tenantJiscID"] == TENANT  # 3.0.2 cannot keep it
+    with pytest.raises(Untranslatable) as refused:
+        translate(_dumps(_create()), "4.0.0")
+    assert refused.value.code == ErrorCode.GENERR004
+    assert "tenant_jisc_id" in refused.value.description
+
+
+def test_expiry_is_never_judged_and_error_fields_are_kept() -> None:
+    message = _create()
+    message["messageHeader"]["messageTimings"]["expirationTimestamp"] = "2001-01-01T00:00:00Z"
+    message["messageHeader"]["errorCode"] = "GENERR003"
+    message["messageHeader"]["errorDescription"] = "expired"
+    up = _up(message)["messageHeader"]
+    assert up["messageTimings"]["expirationTimestamp"] == "2001-01-01T00:00:00Z"
+    assert (up["errorCode"], up["errorDescription"]) == ("GENERR003", "expired")
+
+
+def test_the_same_major_version_comes_back_byte_for_byte() -> None:
+    payload = _dumps(_create())
+    assert translate(payload, "3.0.2") is payload
+    up = translate(payload, "4.0.0", tenant_jisc_id=TENANT)
+    assert translate(up, "4.0.0") is up
+
+
+# -- the body ---------------------------------------------------------------------------------------
+
+
+def test_enumerations_become_names_and_uuid_members_are_spelt_as_4_0_0_spells_them() -> None:
+    message = _create(5)
+    body = message["messageBody"]
+    body["objectPersonRole"][0]["person"]["personIdentifier"][0]["personIdentifierType"] = 2
+    up = _up(message)["messageBody"]
+    assert up["objectUUID"] == body["objectUuid"]
+    assert "objectUuid" not in up
+    assert up["objectResourceType"] == "dataset"
+    assert up["objectValue"] == "normal"
+    assert up["objectRights"]["access"][0]["accessType"] == "open"
+    person = up["objectPersonRole"][0]["person"]
+    assert person["personUUID"] == body["objectPersonRole"][0]["person"]["personUuid"]
+    assert person["personIdentifier"][0]["personIdentifierType"] == "researcherID"  # researcherId in 3.0.2
+    assert person["personOrganisationUnit"]["organisation"]["organisationType"] == "higherEducation"
+    assert up["objectOrganisationRole"][0]["role"] == "hostingInstitution"
+    assert up["objectKeyword"] == body["objectKeywords"]
+    assert _down(_up(message))["messageBody"] == _expected_back(body)
+
+
+def test_the_description_goes_up_as_one_typed_entry_and_down_as_the_values_joined() -> None:
+    message = _create()
+    up = _up(message)
+    assert up["messageBody"]["objectDescription"] == [
+        {"descriptionValue": message["messageBody"]["objectDescription"], "descriptionType": "description"}
+    ]
+    up["messageBody"]["objectDescription"].append({"descriptionValue": "Methods.", "descriptionType": "methods"})
+    down = _down(up)["messageBody"]
+    assert down["objectDescription"] == message["messageBody"]["objectDescription"] + "\n\nMethods."
+    up["messageBody"]["objectDescription"] = []
+    with pytest.raises(Untranslatable, match="objectDescription is empty"):
+        _down(up)
+
+
+def test_preservation_events_are_lost_going_up_and_invented_going_down() -> None:
+    message = _create(8)
+    workload = Workload(8)
+    body = message["messageBody"]
+    body["objectFile"] = [workload.file(0)]
+    body["objectFile"][0]["filePreservationEvent"].append(
+        {"preservationEventValue": "checked", "preservationEventType": _code("preservationEventType", "fixityCheck")}
+    )
+    body["objectPreservationEvent"] = [{"preservationEventValue": "made", "preservationEventType": 3}]
+    up = _up(message)["messageBody"]
+    assert "objectPreservationEvent" not in up
+    assert up["objectFile"][0]["filePreservationEvent"] == "ingest; checked"
+    file = _down(_up(message))["messageBody"]["objectFile"][0]
+    assert file["filePreservationEvent"] == [
+        {
+            "preservationEventType": _code("preservationEventType", "creation"),
+            "preservationEventValue": "ingest; checked",
+        }
+    ]
+    up_message = _up(message)
+    del up_message["messageBody"]["objectFile"][0]["filePreservationEvent"]
+    [event] = _down(up_message)["messageBody"]["objectFile"][0]["filePreservationEvent"]
+    assert event["preservationEventValue"] == "not recorded in 4.0.0"
+
+
+def test_values_4_0_0_lacks_are_replaced_or_refused() -> None:
+    message = _create(9)
+    body = message["messageBody"]
+    body["objectResourceType"] = _code("resourceType", "equipment")
+    body["objectPersonRole"][0]["role"] = 22  # reserved by 3.0.2, never named
+    up = _up(message)["messageBody"]
+    assert up["objectResourceType"] == "other"
+    assert up["objectPersonRole"][0]["role"] == "other"
+    body["objectPersonRole"][0]["person"]["personIdentifier"][0]["personIdentifierType"] = 5
+    with pytest.raises(Untranslatable) as refused:
+        _up(message)
+    assert refused.value.code == ErrorCode.GENERR001
+    assert "personIdentifierType 5" in refused.value.description
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        (("objectDate", 0, "dateType"), "awarded"),
+        (("objectOrganisationRole", 0, "role"), "awardingInstitution"),
+        (("objectIdentifier", 0, "identifierType"), "UUID"),
+    ],
+)
+def test_names_3_0_2_lacks_are_refused_going_down(where: tuple[Any, ...], value: str) -> None:
+    up = _up(_create(10))
+    parent: Any = up["messageBody"]
+    for step in where[:-1]:
+        parent = parent[step]
+    parent[where[-1]] = value
+    with pytest.raises(Untranslatable) as refused:
+        _down(up)
+    assert refused.value.code == ErrorCode.GENERR001
+    assert repr(value) in refused.value.description
+
+
+def test_what_3_0_2_requires_and_4_0_0_does_not_is_invented_or_refused() -> None:
+    up = _up(_create(11))
+    body = up["messageBody"]
+    del body["objectValue"]
+    body["objectResourceType"] = "informationPackage"
+    organisation = body["objectOrganisationRole"][0]["organisation"]
+    del organisation["organisationType"], organisation["organisationAddress"]
+    body["language"] = "en"  # a 4.0.0 Dataset's member: no place in 3.0.2
+    down = _down(up)
+    _valid(down)
+    assert down["messageBody"]["objectValue"] == _code("objectValue", "normal")
+    assert down["messageBody"]["objectResourceType"] == _code("resourceType", "other")
+    assert down["messageBody"]["objectOrganisationRole"][0]["organisation"]["organisationType"] == _code(
+        "organisationType", "other"
+    )
+    assert "language" not in down["messageBody"]
+    del body["objectPersonRole"][0]["person"]["personOrganisationUnit"]
+    with pytest.raises(Untranslatable, match="personOrganisationUnit"):
+        _down(up)
+
+
+# -- refusals ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message_type", "message_class"), [("VocabularyRead", "Command"), ("VocabularyPatch", "Event")]
+)
+def test_a_vocabulary_message_has_no_form_in_4_0_0(message_type: str, message_class: str) -> None:
+    with pytest.raises(Untranslatable) as refused:
+        _up(Workload(12).message(message_type, message_class))
+    assert refused.value.code == ErrorCode.GENERR002
+    assert message_type in str(refused.value)
+
+
+def test_a_preservation_event_has_no_form_in_3_0_2() -> None:
+    up = _up(_create(13))
+    up["messageHeader"]["messageType"] = "PreservationEvent"
+    with pytest.raises(Untranslatable) as refused:
+        _down(up)
+    assert refused.value.code == ErrorCode.GENERR002
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        (b"{not json", ErrorCode.GENERR007),
+        (b"[]", ErrorCode.GENERR004),
+        (b'{"messageHeader": {}}', ErrorCode.GENERR004),
+    ],
+)
+def test_what_is_not_a_message_is_refused_with_a_code(payload: bytes, code: ErrorCode) -> None:
+    with pytest.raises(Untranslatable) as refused:
+        translate(payload, "4.0.0", tenant_jisc_id=TENANT)
+    assert refused.value.code == code
+
+
+def test_a_part_of_a_sequence_is_refused_and_an_unknown_version_is_the_callers_mistake() -> None:
+    from rdss.model.sequences import split
+
+    part = split(Workload(14).large(30_000), limit=15_000)[0]
+    with pytest.raises(Untranslatable, match="part of a sequence"):
+        translate(_dumps(part), "4.0.0", tenant_jisc_id=TENANT)
+    with pytest.raises(ValueError, match="no translator writes"):
+        translate(_dumps(_create()), "5.0.0")
+
+
+def test_every_valid_example_goes_up_and_back_or_is_refused_for_its_type() -> None:
+    for path in valid_examples():
+        message = orjson.loads(path.read_bytes())
+        header = message["messageHeader"]
+        if header["messageType"].startswith("Vocabulary") or header["messageSequence"]["total"] != 1:
+            with pytest.raises(Untranslatable):
+                _up(message)
+            continue
+        down = _down(_up(message))
+        _valid(down)
+        assert down["messageHeader"]["messageId"] == header["messageId"], path.name
+
+
+def test_the_canonical_form_is_one_for_both_versions() -> None:
+    message = _create(15)
+    up = translate(_dumps(message), "4.0.0", tenant_jisc_id=TENANT)
+    from_v3, from_v4 = read(_dumps(message)), read(up)
+    assert from_v3.body == from_v4.body
+    assert from_v3.header.message_id == from_v4.header.message_id
+
+
+# -- the property -----------------------------------------------------------------------------------
+
+_KINDS = [("MetadataCreate", "Event"), ("MetadataCreate", "Command"), ("MetadataUpdate", "Event")]
+_KINDS += [("MetadataDelete", "Command"), ("MetadataRead", "Command"), ("MetadataRead", "Document")]
+_CATCH_ALL = {"resourceType": ("equipment", "journal")}
+
+
+def _enumerated(value: Any, parent: str | None = None) -> list[tuple[Any, Any, str]]:
+    """(container, key, enumeration) of every enumerated value in a 3.0.2 body."""
+    from rdss.model.canonical import enumeration_of
+
+    found: list[tuple[Any, Any, str]] = []
+    if isinstance(value, list):
+        for item in value:
+            found.extend(_enumerated(item, parent))
+    elif isinstance(value, dict):
+        for name, child in value.items():
+            enumeration = enumeration_of(name, parent)
+            if enumeration is not None and type(child) is int:
+                found.append((value, name, enumeration))
+            else:
+                found.extend(_enumerated(child, name))
+    return found
+
+
+@st.composite
+def valid_v3_messages(draw: st.DrawFn) -> dict[str, Any]:
+    """Workload messages with every enumerated value drawn from its whole range (reserved codes
+    too) and the optional members 4.0.0 lacks or reshapes."""
+    workload = Workload(draw(st.integers(0, 2**32)))
+    message = workload.message(*draw(st.sampled_from(_KINDS)))
+    body = message["messageBody"]
+    if "objectTitle" in body:
+        if draw(st.booleans()):
+            body["objectFile"] = [workload.file(i) for i in range(draw(st.integers(1, 2)))]
+        if draw(st.booleans()):
+            body["objectPreservationEvent"] = [{"preservationEventValue": "made", "preservationEventType": 3}]
+        if draw(st.booleans()):
+            body["objectRelatedIdentifier"] = [
+                {"identifier": {"identifierValue": "https://example.org/x", "identifierType": 18}, "relationType": 1}
+            ]
+        for container, key, enumeration in _enumerated(body):
+            container[key] = draw(st.integers(1, _ENUMERATIONS[enumeration]["maximum"]))
+    header = message["messageHeader"]
+    if draw(st.booleans()):
+        header["messageTimings"]["expirationTimestamp"] = "2001-01-01T00:00:00Z"  # never judged
+    if draw(st.booleans()):
+        header["messageHistory"] = [
+            {"machineId": "p", "machineAddress": "10.0.0.1", "timestamp": "2026-01-01T00:00:00Z"}
+        ]
+    return message
+
+
+def _reserved_without_catch_all(body: Any) -> bool:
+    return any(
+        e == "personIdentifierType" and c[k] > len(schemas.enumeration_names(e)) for c, k, e in _enumerated(body)
+    )
+
+
+def _expected_back(body: dict[str, Any]) -> dict[str, Any]:
+    """What a 3.0.2 body is after going to 4.0.0 and back: the documented losses applied."""
+    expected = copy.deepcopy(body)
+    expected.pop("objectPreservationEvent", None)
+    creation = _code("preservationEventType", "creation")
+    for file in expected.get("objectFile", ()):
+        values = "; ".join(e["preservationEventValue"] for e in file["filePreservationEvent"])
+        file["filePreservationEvent"] = [{"preservationEventType": creation, "preservationEventValue": values}]
+    for container, key, enumeration in _enumerated(expected):
+        names = schemas.enumeration_names(enumeration)
+        name = names[container[key] - 1] if container[key] <= len(names) else None
+        if enumeration == "resourceType" and name in _CATCH_ALL["resourceType"]:
+            container[key] = _code("resourceType", "other")
+        elif enumeration == "personRole" and name is None:
+            container[key] = _code("personRole", "other")
+    return expected
+
+
+@settings(max_examples=150)
+@given(valid_v3_messages())
+def test_any_valid_3_0_2_message_goes_to_a_valid_4_0_0_one_and_back(message: dict[str, Any]) -> None:
+    _valid(message)
+    header, body = message["messageHeader"], message["messageBody"]
+    if _reserved_without_catch_all(body):
+        with pytest.raises(Untranslatable, match="reserves without a name"):
+            _up(message)
+        return
+    up = _up(message)
+    _valid(up)
+    assert up["messageHeader"]["messageId"] == header["messageId"]
+    assert up["messageHeader"].get("correlationId") == header.get("correlationId")
+    assert up["messageBody"]["objectUUID"] == body["objectUuid"]
+    assert up["messageHeader"]["messageHistory"][:-1] == header.get("messageHistory", [])
+    down = _down(up)
+    _valid(down)
+    assert down["messageHeader"]["messageId"] == header["messageId"]
+    assert down["messageBody"] == _expected_back(body)
+    assert {k: v for k, v in down["messageHeader"].items() if k != "messageHistory"} == {
+        k: v for k, v in header.items() if k != "messageHistory"
+    }
