@@ -43,12 +43,18 @@ def exchange(
     request_channel: str,
     timeout: float = 20.0,
     seed: int = 31,
+    subscribe: Callable[[Gateway, str], None] | None = None,
 ) -> None:
     """Send create, update and delete in ``written`` and receive them in ``read``; then request a
-    read in ``written`` and have it answered by a responder reading (and writing) ``read``."""
+    read in ``written`` and have it answered by a responder reading (and writing) ``read``.
+    ``subscribe(gateway, channel)`` makes a group's queues before anything is sent (amqp://)."""
     workload = Workload(seed)
     producer = make_gateway(f"repository-{written.replace('.', '')}", reads=written, tenant_jisc_id=TENANT)
     consumer = make_gateway(f"preservation-{read.replace('.', '')}", reads=read, tenant_jisc_id=TENANT)
+    responder = make_gateway(f"responder-{read.replace('.', '')}", reads=read, tenant_jisc_id=TENANT)
+    if subscribe is not None:
+        subscribe(consumer, channel)
+        subscribe(responder, request_channel)
     create = workload.message("MetadataCreate", "Command")
     update = workload.message("MetadataUpdate", "Command")
     update["messageBody"]["objectUuid"] = create["messageBody"]["objectUuid"]
@@ -68,14 +74,13 @@ def exchange(
         assert object_id(received.message) == object_id(original)
         assert received.header["messageHistory"][-1]["machineId"] == f"rdss-translate-{written}-to-{read}"
         assert translation.read(received.payload).header.message_id == received.message_id
-    _request_reply(make_gateway, producer, written=written, read=read, request_channel=request_channel, timeout=timeout)
+    _request_reply(producer, responder, written=written, read=read, request_channel=request_channel, timeout=timeout)
 
 
 def _request_reply(
-    make_gateway: MakeGateway, requester: Gateway, *, written: str, read: str, request_channel: str, timeout: float
+    requester: Gateway, responder: Gateway, *, written: str, read: str, request_channel: str, timeout: float
 ) -> None:
     workload = Workload(7)
-    responder = make_gateway(f"responder-{read.replace('.', '')}", reads=read, tenant_jisc_id=TENANT)
     asked: list[Received] = []
 
     def answer(received: Received) -> None:
@@ -83,7 +88,8 @@ def _request_reply(
         body = workload.research_object()
         body["objectUuid"] = object_id(received.message)
         document = new_message("MetadataRead", body, message_class="Document", correlation_id=received.message_id)
-        to = "input" if responder.url.scheme == "kinesis" else str(received.header["returnAddress"])
+        # where a broker routes replies by their correlationId (kinesis, amqp's), through input
+        to = "input" if responder.url.scheme in ("kinesis", "amqp") else str(received.header["returnAddress"])
         responder.send(in_version(document, read), channel=to)
 
     thread = threading.Thread(
