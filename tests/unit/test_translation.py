@@ -382,3 +382,32 @@ def test_any_valid_3_0_2_message_goes_to_a_valid_4_0_0_one_and_back(message: dic
     assert {k: v for k, v in down["messageHeader"].items() if k != "messageHistory"} == {
         k: v for k, v in header.items() if k != "messageHistory"
     }
+
+
+# -- the command line and the benchmark ---------------------------------------------------------------
+
+
+def test_rdss_translate_prints_the_message_or_refuses_it_in_one_line(tmp_path: Any, capsys: Any) -> None:
+    from rdss.cli import main
+
+    create, patch = tmp_path / "create.json", tmp_path / "patch.json"
+    create.write_bytes(_dumps(_create(16)))
+    patch.write_bytes(_dumps(Workload(16).message("VocabularyPatch", "Event")))
+    assert main(["translate", "--to", "4.0.0", "--tenant-jisc-id", "9", str(create)]) == 0
+    printed = orjson.loads(capsys.readouterr().out)
+    assert printed["messageHeader"]["tenantJiscID"] == 9
+    _valid(printed)
+    assert main(["translate", "--to", "4.0.0", "--tenant-jisc-id", "9", str(patch)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "GENERR002 VocabularyPatch has no form in 4.0.0" in err
+    assert main(["translate", "--to", "3.1.0", str(create)]) == 2
+
+
+def test_the_translation_benchmark_times_both_ways_beside_the_classifier(capsys: Any) -> None:
+    from rdss.cli import main
+
+    assert main(["bench", "translate", "--messages", "40", "--rounds", "1", "--json"]) == 0
+    figures = orjson.loads(capsys.readouterr().out)
+    assert figures["messages"] == 40
+    assert min(figures["up_per_s"], figures["down_per_s"], figures["classifier_per_s"]) > 0
