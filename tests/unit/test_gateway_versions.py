@@ -121,3 +121,33 @@ def test_a_version_or_tenant_cdk_json_cannot_mean_is_refused_naming_the_key(wher
         context = _context(tenant_jisc_id=value)
     with pytest.raises(ConfigError, match=where):
         load(context, "prod", environ={})
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_rdss_tail_reads_a_version_and_names_what_has_no_form_in_it(
+    bus_name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rdss.cli import main
+
+    url = f"memory://{bus_name}"
+    monkeypatch.setenv("RDSS_GATEWAY_URL", url)
+    create = Workload(6).message("MetadataCreate", "Event")
+    patch = Workload(6).message("VocabularyPatch", "Event")
+    _gateway(bus_name, "repository").send_all([create, patch], channel="vocabulary")
+    tail = ["tail", "vocabulary", "--from-start", "--count", "2", "--log-format", "text"]
+    assert main([*tail, "--reads", "4.0.0", "--tenant-jisc-id", "77"]) == 0
+    out, err = capsys.readouterr()
+    [line] = out.splitlines()
+    printed = orjson.loads(line)
+    assert printed["messageHeader"]["messageId"] == create["messageHeader"]["messageId"]
+    assert printed["messageHeader"]["tenantJiscID"] == 77
+    assert printed["messageBody"]["objectUUID"] == create["messageBody"]["objectUuid"]
+    assert "no form in 4.0.0: GENERR002 VocabularyPatch" in err
+    assert len(memory_backend.bus(bus_name).payloads("vocabulary")) == 2  # tail moves nothing
+    assert main([*tail]) == 0
+    assert [orjson.loads(line)["messageHeader"]["version"] for line in capsys.readouterr().out.splitlines()] == [
+        "3.0.2",
+        "3.0.2",
+    ]
