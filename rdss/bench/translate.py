@@ -38,9 +38,11 @@ def run(count: int, *, seed: int = 7, rounds: int = 5) -> Figures:
     workload's mix without the Vocabulary types, which have no form in 4.0.0)."""
     messages = [m for m in Workload(seed).mix(count * 2) if not m["messageHeader"]["messageType"].startswith("Vocab")]
     payloads = [orjson.dumps(m) for m in messages[:count]]
-    up = partial(translate, to="4.0.0", tenant_jisc_id=TENANT)
+    # judged: as a receiver translates what its classifier has just passed (translate() alone
+    # would classify each payload first)
+    up = partial(translate, to="4.0.0", tenant_jisc_id=TENANT, judged=True)
     translated = [up(p) for p in payloads]
-    down = partial(translate, to="3.0.2")
+    down = partial(translate, to="3.0.2", judged=True)
     ups, downs, classified = [], [], []
     for _ in range(rounds):
         ups.append(rate(payloads, up, rounds=1))

@@ -454,7 +454,7 @@ class Receiver:
         assert self.reads is not None
         try:
             payload = translation.translate(
-                received.payload, self.reads, tenant_jisc_id=self.tenant_jisc_id, now=self.now()
+                received.payload, self.reads, tenant_jisc_id=self.tenant_jisc_id, now=self.now(), judged=True
             )
         except translation.Untranslatable as error:
             for header in received.parts:

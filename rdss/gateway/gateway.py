@@ -293,7 +293,7 @@ class Gateway:
     def _reply_in_version(self, reply: Message) -> Message:
         assert self.reads is not None
         payload = orjson.dumps(reply)
-        translated = translation.translate(payload, self.reads, tenant_jisc_id=self.tenant_jisc_id)
+        translated = translation.translate(payload, self.reads, tenant_jisc_id=self.tenant_jisc_id, judged=True)
         return reply if translated is payload else orjson.loads(translated)
 
     def reply_error(

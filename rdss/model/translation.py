@@ -8,8 +8,9 @@ counterpart) raises :class:`Untranslatable` with the error code a consumer's rej
 records. The message keeps its messageId, correlationId and object identity; the translation
 appends itself to messageHistory as a hop named ``rdss-translate-<from>-to-<to>``.
 
-Translation judges nothing else: it never checks expiry, and a payload that is not a message
-of a version it reads is refused (the classifier, :mod:`rdss.model.validation`, says why).
+Translation judges nothing else: it never checks expiry, and a payload that is not a valid
+message of a version it reads is refused with the classifier's verdict
+(:mod:`rdss.model.validation`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import orjson
 from rdss.model import canonical, history, schemas
 from rdss.model.canonical import V3, V4, Header, Message, Sequence
 from rdss.model.errors import ErrorCode
+from rdss.model.validation import validate
 
 #: Research object members 3.0.2 has (the 4.0.0 research object's, spelt canonically, and
 #: objectPreservationEvent); any other member of a 4.0.0 body is an extension.
@@ -94,6 +96,7 @@ def translate(
     *,
     tenant_jisc_id: int | None = None,
     now: datetime | None = None,
+    judged: bool = False,
 ) -> bytes:
     """``payload`` written in version ``to`` (``3.0.2`` or ``4.0.0``).
 
@@ -101,12 +104,21 @@ def translate(
     4.0.0, ``tenant_jisc_id`` (the deployment's ``tenant_jisc_id`` setting) fills the header's
     required ``tenantJiscID``.
 
+    The payload is classified first (:func:`rdss.model.validation.validate`, without the expiry
+    and size stages): what is not a valid message is refused with its verdict's code.
+    ``judged=True`` skips that for a payload the caller has just found valid (a receiver's).
+
     Raises:
-        Untranslatable: the message has no form in ``to``, or is not a message of a version
-            this reads.
+        Untranslatable: the message has no form in ``to``, or is not a valid message of a
+            version this reads.
         ValueError: ``to`` is not a version this writes (the caller's mistake).
     """
     target = _target(to)
+    if not judged:
+        verdict = validate(payload, check_expiry=False, size_limit=None)
+        if not verdict.valid:
+            assert verdict.error_code is not None
+            raise Untranslatable(verdict.error_code, f"not a valid message: {verdict.error_description}")
     message = _parse(payload)
     source = _source(message)
     if major(source) == major(target):
@@ -341,7 +353,10 @@ def _v4_value(enumeration: str, value: Any) -> Any:
                 ErrorCode.GENERR001, f"{enumeration} {value} is a code 3.0.2 reserves without a name: no form in {V4}"
             )
         return replacement
-    return _UP_REPLACED.get(enumeration, {}).get(value, value)
+    name = _UP_REPLACED.get(enumeration, {}).get(value, value)
+    if name not in _names_v4(enumeration):
+        raise Untranslatable(ErrorCode.GENERR001, f"{enumeration} {value!r} has no form in {V4}")
+    return name
 
 
 @functools.cache
@@ -428,6 +443,12 @@ def _people_to_v3(body: dict[str, Any]) -> dict[str, Any]:
 @functools.cache
 def _names(enumeration: str) -> tuple[str, ...]:
     return schemas.enumeration_names(enumeration)
+
+
+@functools.cache
+def _names_v4(enumeration: str) -> frozenset[str]:
+    """The names 4.0.0's ``enumeration.json`` gives ``enumeration``."""
+    return frozenset(schemas.V4.documents()["model/enumerations.json"]["$defs"][enumeration]["enum"])
 
 
 def _target(to: str) -> str:

@@ -203,7 +203,7 @@ def test_what_3_0_2_requires_and_4_0_0_does_not_is_invented_or_refused() -> None
     body["objectResourceType"] = "informationPackage"
     organisation = body["objectOrganisationRole"][0]["organisation"]
     del organisation["organisationType"], organisation["organisationAddress"]
-    body["language"] = "en"  # a 4.0.0 Dataset's member: no place in 3.0.2
+    _valid(up)
     down = _down(up)
     _valid(down)
     assert down["messageBody"]["objectValue"] == _code("objectValue", "normal")
@@ -211,7 +211,13 @@ def test_what_3_0_2_requires_and_4_0_0_does_not_is_invented_or_refused() -> None
     assert down["messageBody"]["objectOrganisationRole"][0]["organisation"]["organisationType"] == _code(
         "organisationType", "other"
     )
+    dataset = _up(_create(12))
+    dataset["messageBody"].update(language=["en"], version="2")  # a 4.0.0 Dataset's members
+    _valid(dataset)
+    down = _down(dataset)
+    _valid(down)
     assert "language" not in down["messageBody"]
+    assert "version" not in down["messageBody"]
     del body["objectPersonRole"][0]["person"]["personOrganisationUnit"]
     with pytest.raises(Untranslatable, match="personOrganisationUnit"):
         _down(up)
@@ -231,11 +237,42 @@ def test_a_vocabulary_message_has_no_form_in_4_0_0(message_type: str, message_cl
 
 
 def test_a_preservation_event_has_no_form_in_3_0_2() -> None:
-    up = _up(_create(13))
-    up["messageHeader"]["messageType"] = "PreservationEvent"
+    event = _up(_create(13))
+    event["messageHeader"]["messageType"] = "PreservationEvent"
+    event["messageBody"] = {
+        "objectUUID": event["messageBody"]["objectUUID"],
+        "packageUUID": "5680e8e0-28a5-4b20-948e-fd0d08781e0b",
+        "packageType": "AIP",
+        "packageContainerType": "zip",
+        "packagePreservationEvent": {"preservationEventValue": "made", "preservationEventType": "packing"},
+    }
+    _valid(event)
     with pytest.raises(Untranslatable) as refused:
-        _down(up)
+        _down(event)
     assert refused.value.code == ErrorCode.GENERR002
+
+
+def test_what_is_invalid_in_its_own_version_is_refused_with_the_classifier_s_verdict() -> None:
+    message = _create(17)
+    message["messageBody"]["objectValue"] = 9
+    with pytest.raises(Untranslatable, match="not a valid message") as refused:
+        _up(message)
+    assert refused.value.code == ErrorCode.GENERR001
+
+
+def test_the_vocabularies_canonical_lists_are_the_differences_of_the_two_schema_sets() -> None:
+    from rdss.model import canonical
+
+    v3 = schemas.V3.documents()["model/enumerations.json"]["$defs"]
+    v4 = schemas.V4.documents()["model/enumerations.json"]["$defs"]
+    for name in {*canonical.ENUMERATION_OF_MEMBER.values(), "personRole", "organisationRole"}:
+        if name == "preservationEventType":
+            continue  # never translated: see canonical.REMOVED_IN_V4
+        renamed = canonical.RENAMED_IN_V4.get(name, {})
+        old = {renamed.get(n, n) for n in schemas.enumeration_names(name)}
+        assert set(v4[name]["enum"]) - old == canonical.ADDED_IN_V4.get(name, frozenset()), name
+        assert old - set(v4[name]["enum"]) == canonical.REMOVED_IN_V4.get(name, frozenset()), name
+    assert set(v3) >= {"personRole", "organisationRole"}
 
 
 @pytest.mark.parametrize(
@@ -411,3 +448,60 @@ def test_the_translation_benchmark_times_both_ways_beside_the_classifier(capsys:
     figures = orjson.loads(capsys.readouterr().out)
     assert figures["messages"] == 40
     assert min(figures["up_per_s"], figures["down_per_s"], figures["classifier_per_s"]) > 0
+
+
+# -- totality ---------------------------------------------------------------------------------------
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 40) | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=6,
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.extend(_paths(child, (*prefix, key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found.extend(_paths(child, (*prefix, index)))
+    return found
+
+
+@settings(max_examples=300)
+@given(st.data(), st.sampled_from(["3.0.2", "4.0.0"]))
+def test_translating_anything_gives_a_message_or_untranslatable_never_another_error(data: Any, to: str) -> None:
+    """A file given to rdss translate may hold anything: a mutated message of either version
+    comes back translated or refused with a code, never with another exception."""
+    message = copy.deepcopy(data.draw(st.sampled_from(_MUTABLE)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        paths = [p for p in _paths(message) if p]
+        if not paths:
+            break
+        path = data.draw(st.sampled_from(paths))
+        parent: Any = message
+        for step in path[:-1]:
+            parent = parent[step]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(_ANY_JSON)
+    try:
+        out = translate(_dumps(message), to, tenant_jisc_id=TENANT)
+    except Untranslatable as refused:
+        code = refused.code
+    else:
+        code = None
+        _valid(orjson.loads(out))  # what comes out is a valid message of the target
+    assert code is None or code in set(ErrorCode)
+
+
+_MUTABLE = [
+    *(Workload(40 + i).message(t, c) for i, (t, c) in enumerate(_KINDS)),
+    *(
+        orjson.loads(translate(_dumps(Workload(50 + i).message(t, c)), "4.0.0", tenant_jisc_id=TENANT))
+        for i, (t, c) in enumerate(_KINDS)
+    ),
+]
