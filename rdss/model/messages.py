@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from rdss import SPEC_VERSION, __version__
-from rdss.model import timestamps
+from rdss.model import schemas, timestamps
 from rdss.model.errors import ErrorCode
 
 #: The generator named in messages this package builds unless told otherwise.
@@ -85,7 +85,7 @@ def reply(
     tenantJiscID); ``body`` is then the caller's to give in 4.0.0's shape.
     """
     header = request["messageHeader"]
-    message = new_message(
+    answer = new_message(
         header["messageType"],
         body,
         message_class=message_class,
@@ -93,12 +93,11 @@ def reply(
         correlation_id=header["messageId"],
         now=now,
     )
-    version = header.get("version")
-    if isinstance(version, str) and version.split(".", 1)[0] == "4":  # answered in the request's own version
-        message["messageHeader"]["version"] = version
+    if schemas.for_version(header.get("version")) is not schemas.V3:  # answered in the version asked in
+        answer["messageHeader"]["version"] = header["version"]
         if "tenantJiscID" in header:
-            message["messageHeader"]["tenantJiscID"] = header["tenantJiscID"]
-    return message
+            answer["messageHeader"]["tenantJiscID"] = header["tenantJiscID"]
+    return answer
 
 
 def failure_reply(

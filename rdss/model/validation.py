@@ -363,7 +363,7 @@ class _Classifier:
         message_type, message_class = header["messageType"], header["messageClass"]
         spec = self.spec
         # All three faults are one verdict (GENERR002, "not supported"); only the wording differs.
-        if spec is schemas.V4 and message_type in _GONE_IN_4:
+        if spec is schemas.V4 and type(message_type) is str and message_type in _GONE_IN_4:
             problem = (
                 f"messageHeader.messageType: {message_type} has no form in {spec.version}: the Vocabulary "
                 f"message types are gone in {spec.version} ({', '.join(spec.message_types)}); a vocabulary "
@@ -426,13 +426,37 @@ class _Classifier:
             return self._pass(message, is_part)
         schema = self.spec.body_schema(header["messageType"], _body_class(header, self.spec))
         assert schema is not None  # the type stage has checked the pair
-        errors = _errors(self.spec.validator(schema), body)
+        errors = self._form_errors(_errors(self.spec.validator(schema), body), body)
         uuid_errors = [e for e in errors if _is_uuid_error(e, self.spec)]
         if uuid_errors:
             return self._fail(ErrorCode.GENERR010, message, _describe(uuid_errors[0], "messageBody", self.spec))
         if errors:
             return self._fail(ErrorCode.GENERR001, message, _describe(errors[0], "messageBody", self.spec))
         return self._pass(message, is_part)
+
+    def _form_errors(
+        self, errors: list[jsonschema_rs.ValidationError], body: Any
+    ) -> list[jsonschema_rs.ValidationError]:
+        """A 4.0.0 research object body may take any of four forms (``anyOf``), and a body that
+        fits none fails as a whole - which would hide a malformed UUID (GENERR010) and name no
+        field. The form its objectResourceType names (dataset, article, thesisDissertation; the
+        general research object otherwise) explains the failure instead."""
+        if not errors or self.spec is not schemas.V4 or list(errors[0].instance_path):
+            return errors
+        if not (errors[0].absolute_keyword_location or "").endswith("#/anyOf"):
+            return errors
+        kind = body.get("objectResourceType") if type(body) is dict else None
+        form = _FORMS_4.get(kind, _RESEARCH_OBJECT_4) if type(kind) is str else _RESEARCH_OBJECT_4
+        return _errors(self.spec.validator(form), body) or errors
+
+
+#: The research object forms of 4.0.0 by the objectResourceType they are for.
+_RESEARCH_OBJECT_4 = "model/research-object.json#/$defs/researchObject"
+_FORMS_4 = {
+    "dataset": "model/dataset.json#/$defs/dataset",
+    "article": "model/article.json#/$defs/article",
+    "thesisDissertation": "model/thesis-dissertation.json#/$defs/thesisDissertation",
+}
 
 
 def _body_class(header: dict[str, Any], spec: schemas.SchemaSet) -> str:

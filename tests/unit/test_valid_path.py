@@ -16,7 +16,7 @@ from rdss.model import schemas, validation
 from rdss.model.messages import failure_reply
 from rdss.model.sequences import split
 from rdss.model.validation import _Classifier, _validator, validate
-from rdss.model.workload import Workload
+from rdss.model.workload import Workload, Workload4
 
 # within 64 bits: orjson serialises no wider
 _json = st.recursive(
@@ -130,6 +130,20 @@ def test_a_valid_message_costs_one_parse_and_one_is_valid(monkeypatch, message_t
     assert verdict.valid
     assert counting.calls == ["is_valid"]
     assert len(parses) == 1
+
+
+@pytest.mark.parametrize(
+    ("message_type", "message_class"),
+    [(t, c) for t in schemas.V4.message_types for c in schemas.V4.classes_for(t)],
+)
+def test_a_valid_4_0_0_message_costs_one_parse_and_one_is_valid_too(monkeypatch, message_type: str, message_class: str):
+    message = Workload4(5).message(message_type, message_class)
+    key = (message_type, message_class, False, schemas.V4)
+    counting = _Counting(_validator(*key))
+    monkeypatch.setitem(validation._VALIDATORS, key, counting)
+    verdict = validate(orjson.dumps(message))
+    assert (verdict.valid, verdict.version) == (True, "4.0.0")
+    assert counting.calls == ["is_valid"]
 
 
 @pytest.mark.parametrize("message_type", ["MetadataRead", "VocabularyRead"])
