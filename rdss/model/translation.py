@@ -16,6 +16,7 @@ message of a version it reads is refused with the classifier's verdict
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -63,6 +64,9 @@ _DESCRIPTION_TYPE = "description"
 _INVENTED_EVENT_TYPE = "creation"
 _INVENTED_EVENT_VALUE = "not recorded in 4.0.0"
 _INVENTED_ADDRESS = "not recorded in 4.0.0"
+_INVENTED_UNIT = "not recorded in 4.0.0"
+#: Where the UUIDs of invented organisation units are derived (uuid5 of the person's UUID).
+_UNIT_NAMESPACE = uuid.UUID("6f1c3a52-7d0e-4c8b-9a41-2b5e8f7d3c10")
 
 
 class Untranslatable(ValueError):
@@ -287,7 +291,9 @@ def write_v3(message: Message) -> dict[str, Any]:
             body["objectValue"] = "normal"
         if isinstance(body.get("objectFile"), list):
             body["objectFile"] = [_file_to_v3(f) for f in body["objectFile"]]
-        body = _walk(body, None, _v4_member_down, _v3_code)
+        if is_object:
+            body = _entries_to_v3(body)
+        body = _walk(_uuid_identifiers_to_urns(body), None, _v4_member_down, _v3_code)
         body = _people_to_v3(body)
     return {"messageHeader": _write_header(header, V3, None), "messageBody": body}
 
@@ -414,9 +420,80 @@ def _file_to_v3(file: Any) -> Any:
     return file
 
 
+#: Entries of a research object whose kind 3.0.2 lacks, dropped going down: (member, the member
+#: of each entry naming its kind, the 4.0.0 names), and whether the list may not end up empty.
+_DROPPED_DOWN: tuple[tuple[str, str, frozenset[str], bool], ...] = (
+    ("objectDate", "dateType", frozenset({"awarded"}), True),
+    ("objectOrganisationRole", "role", frozenset({"awardingInstitution"}), True),
+    ("objectRelatedIdentifier", "relationType", frozenset({"isAIPOf"}), False),
+)
+
+
+def _entries_to_v3(body: dict[str, Any]) -> dict[str, Any]:
+    """A research object without the entries 3.0.2 has no kind for, and with an organisation
+    unit for each person that lacks one (3.0.2 requires it)."""
+    body = dict(body)
+    for member, kind, names, required in _DROPPED_DOWN:
+        entries = body.get(member)
+        if not isinstance(entries, list):
+            continue
+        kept = [e for e in entries if not (isinstance(e, dict) and e.get(kind) in names)]
+        if required and entries and not kept:
+            raise Untranslatable(
+                ErrorCode.GENERR001, f"{member} holds only {', '.join(sorted(names))}, which {V3} has no form for"
+            )
+        body[member] = kept
+    people = body.get("objectPersonRole")
+    if isinstance(people, list) and any(_lacks_unit(p) for p in people):
+        body["objectPersonRole"] = [_with_unit(p, body) if _lacks_unit(p) else p for p in people]
+    return body
+
+
+def _lacks_unit(role: Any) -> bool:
+    return (
+        isinstance(role, dict)
+        and isinstance(role.get("person"), dict)
+        and "personOrganisationUnit" not in role["person"]
+    )
+
+
+def _with_unit(role: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """``role`` whose person has an organisation unit invented: the object's first organisation
+    (none: refused), a unit named for the want of one, its UUID derived from the person's so
+    that every translation of the person invents the same one."""
+    organisations = [
+        r["organisation"]
+        for r in body.get("objectOrganisationRole") or ()
+        if isinstance(r, dict) and isinstance(r.get("organisation"), dict)
+    ]
+    if not organisations:
+        raise Untranslatable(ErrorCode.GENERR001, f"a person has no personOrganisationUnit, which {V3} requires")
+    person = dict(role["person"])
+    person["personOrganisationUnit"] = {
+        "organisationUnitUUID": str(uuid.uuid5(_UNIT_NAMESPACE, str(person.get("personUUID")))),
+        "organisationUnitName": _INVENTED_UNIT,
+        "organisation": dict(organisations[0]),
+    }
+    return {**role, "person": person}
+
+
+def _uuid_identifiers_to_urns(value: Any) -> Any:
+    """4.0.0's identifierType UUID as 3.0.2's URN: the same identifier, ``urn:uuid:`` before it."""
+    if isinstance(value, list):
+        return [_uuid_identifiers_to_urns(v) if type(v) in _CONTAINERS else v for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _uuid_identifiers_to_urns(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+    if out.get("identifierType") == "UUID":
+        identifier = out.get("identifierValue")
+        out["identifierType"] = "URN"
+        if isinstance(identifier, str) and not identifier.lower().startswith("urn:uuid:"):
+            out["identifierValue"] = "urn:uuid:" + identifier
+    return out
+
+
 def _people_to_v3(body: dict[str, Any]) -> dict[str, Any]:
-    """3.0.2 requires what 4.0.0 lets go: an organisation's type and address (invented), a
-    person's organisation unit (refused: an organisation cannot be invented)."""
+    """3.0.2 requires what 4.0.0 lets go: an organisation's type and address (invented)."""
 
     def fix(value: Any, parent: str | None) -> None:
         if isinstance(value, list):
@@ -426,10 +503,6 @@ def _people_to_v3(body: dict[str, Any]) -> dict[str, Any]:
             if parent == "organisation":
                 value.setdefault("organisationType", schemas.enumeration_names("organisationType").index("other") + 1)
                 value.setdefault("organisationAddress", _INVENTED_ADDRESS)
-            if parent == "person" and "personOrganisationUnit" not in value:
-                raise Untranslatable(
-                    ErrorCode.GENERR001, f"a person has no personOrganisationUnit, which {V3} requires"
-                )
             for name, child in value.items():
                 fix(child, name)
 

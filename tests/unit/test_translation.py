@@ -177,23 +177,47 @@ def test_values_4_0_0_lacks_are_replaced_or_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("where", "value"),
-    [
-        (("objectDate", 0, "dateType"), "awarded"),
-        (("objectOrganisationRole", 0, "role"), "awardingInstitution"),
-        (("objectIdentifier", 0, "identifierType"), "UUID"),
-    ],
+    ("member", "kind", "value"),
+    [("objectDate", "dateType", "awarded"), ("objectOrganisationRole", "role", "awardingInstitution")],
 )
-def test_names_3_0_2_lacks_are_refused_going_down(where: tuple[Any, ...], value: str) -> None:
+def test_entries_of_a_kind_3_0_2_lacks_are_dropped_and_refused_when_none_is_left(
+    member: str, kind: str, value: str
+) -> None:
     up = _up(_create(10))
-    parent: Any = up["messageBody"]
-    for step in where[:-1]:
-        parent = parent[step]
-    parent[where[-1]] = value
+    entries = up["messageBody"][member]
+    entries.append({**copy.deepcopy(entries[0]), kind: value})
+    _valid(up)
+    down = _down(up)
+    _valid(down)
+    assert len(down["messageBody"][member]) == len(entries) - 1
+    up["messageBody"][member] = entries[1:]
+    _valid(up)
     with pytest.raises(Untranslatable) as refused:
         _down(up)
     assert refused.value.code == ErrorCode.GENERR001
-    assert repr(value) in refused.value.description
+    assert f"{member} holds only {value}" in refused.value.description
+
+
+def test_relations_3_0_2_lacks_are_dropped_and_uuid_identifiers_become_urns() -> None:
+    up = _up(_create(10))
+    body = up["messageBody"]
+    body["objectRelatedIdentifier"] = [
+        {"identifier": {"identifierValue": "an-aip", "identifierType": "URL"}, "relationType": "isAIPOf"},
+        {"identifier": {"identifierValue": "10.1/x", "identifierType": "DOI"}, "relationType": "cites"},
+    ]
+    body["objectIdentifier"].append({"identifierValue": body["objectUUID"], "identifierType": "UUID"})
+    _valid(up)
+    down = _down(up)["messageBody"]
+    assert down["objectRelatedIdentifier"] == [
+        {
+            "identifier": {"identifierValue": "10.1/x", "identifierType": _code("identifierType", "DOI")},
+            "relationType": 1,
+        }
+    ]
+    assert down["objectIdentifier"][-1] == {
+        "identifierValue": f"urn:uuid:{body['objectUUID']}",
+        "identifierType": _code("identifierType", "URN"),
+    }
 
 
 def test_what_3_0_2_requires_and_4_0_0_does_not_is_invented_or_refused() -> None:
@@ -219,8 +243,14 @@ def test_what_3_0_2_requires_and_4_0_0_does_not_is_invented_or_refused() -> None
     assert "language" not in down["messageBody"]
     assert "version" not in down["messageBody"]
     del body["objectPersonRole"][0]["person"]["personOrganisationUnit"]
-    with pytest.raises(Untranslatable, match="personOrganisationUnit"):
-        _down(up)
+    _valid(up)
+    person = _down(up)["messageBody"]["objectPersonRole"][0]["person"]
+    unit = person["personOrganisationUnit"]  # invented: the object's first organisation
+    assert unit["organisationUnitName"] == "not recorded in 4.0.0"
+    assert unit["organisation"]["organisationName"] == organisation["organisationName"]
+    assert (
+        unit == _down(up)["messageBody"]["objectPersonRole"][0]["person"]["personOrganisationUnit"]
+    )  # the same each time
 
 
 # -- refusals ---------------------------------------------------------------------------------------
@@ -297,6 +327,30 @@ def test_a_part_of_a_sequence_is_refused_and_an_unknown_version_is_the_callers_m
         translate(_dumps(part), "4.0.0", tenant_jisc_id=TENANT)
     with pytest.raises(ValueError, match="no translator writes"):
         translate(_dumps(_create()), "5.0.0")
+
+
+def test_the_published_4_0_0_examples_go_down_and_back_or_are_refused_for_their_type() -> None:
+    from tests.support.published import examples_4
+
+    for example in examples_4():
+        payload = _dumps(example.message)
+        if not example.valid:  # the update example, still 3.x-shaped: not a 4.0.0 message
+            with pytest.raises(Untranslatable, match="not a valid message"):
+                translate(payload, "3.0.2")
+        elif example.message["messageHeader"]["messageType"] == "PreservationEvent":
+            with pytest.raises(Untranslatable) as refused:
+                translate(payload, "3.0.2")
+            assert refused.value.code == ErrorCode.GENERR002
+        else:
+            down = orjson.loads(translate(payload, "3.0.2"))
+            _valid(down)
+            assert down["messageHeader"]["messageId"] == example.message["messageHeader"]["messageId"]
+            assert object_uuid(down) == example.message["messageBody"]["objectUUID"], example.name
+            _valid(_up(down))
+
+
+def object_uuid(message: dict[str, Any]) -> Any:
+    return message["messageBody"].get("objectUuid")
 
 
 def test_every_valid_example_goes_up_and_back_or_is_refused_for_its_type() -> None:
