@@ -303,6 +303,7 @@ def test_the_vocabularies_canonical_lists_are_the_differences_of_the_two_schema_
         assert set(v4[name]["enum"]) - old == canonical.ADDED_IN_V4.get(name, frozenset()), name
         assert old - set(v4[name]["enum"]) == canonical.REMOVED_IN_V4.get(name, frozenset()), name
     assert set(v3) >= {"personRole", "organisationRole"}
+    assert canonical.VERSIONS == schemas.VERSIONS  # what is translated is what is judged
 
 
 @pytest.mark.parametrize(
