@@ -518,3 +518,16 @@ def test_each_difference_is_real():
         verdict = validate(payload, check_expiry=False)
         assert reference()(payload) != verdict.valid, name
         assert _explained(LAXER if verdict.valid else STRICTER, message, verdict) == [name]
+
+
+def test_a_message_declaring_major_4_is_judged_as_4_0_0():
+    # the published 3.0.2 header asks only for a semantic version, so its reference accepts a
+    # 3.0.2 message declaring 4.1.0; the classifier judges it by the version it declares, and
+    # the 4.0.0 reference refuses it too (no tenantJiscID, objectUuid where 4.0.0 has objectUUID)
+    message = _changed(_delete(), ("messageHeader", "version"), "4.1.0")
+    payload = orjson.dumps(message)
+    assert reference()(payload)
+    verdict = validate(payload)
+    assert (verdict.valid, verdict.version) == (False, "4.0.0")
+    assert not reference_4()(payload)
+    assert _disagreement(message) is None
