@@ -132,7 +132,9 @@ def translate(
         write_v4(canonical_message, tenant_jisc_id=tenant_jisc_id) if target == V4 else write_v3(canonical_message)
     )
     hop = history.hop(f"rdss-translate-{source}-to-{target}", now=now)
-    entries = [*written["messageHeader"].get("messageHistory", ()), hop.entry()]
+    entries = list(written["messageHeader"].get("messageHistory", ()))
+    if hop.entry() not in entries:  # the schema wants entries unique (as rdss.model.history.append)
+        entries.append(hop.entry())
     written["messageHeader"] = _with_history(written["messageHeader"], entries)
     return orjson.dumps(written)
 
