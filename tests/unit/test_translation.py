@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rdss.model import schemas
@@ -568,7 +568,9 @@ def valid_v4_messages(draw: st.DrawFn) -> dict[str, Any]:
     given what only 4.0.0 says - typed descriptions, optional members left out, names 3.0.2
     lacks, a Dataset's own members."""
     message = draw(valid_v3_messages())
-    assume(not _reserved_without_catch_all(message["messageBody"]))
+    for container, key, enumeration in _enumerated(message["messageBody"]):
+        if enumeration == "personIdentifierType" and container[key] > 2:
+            container[key] = 1  # a code 3.0.2 reserves has no 4.0.0 form (tested above)
     message = _up(message)
     body = message["messageBody"]
     if "objectTitle" not in body:
