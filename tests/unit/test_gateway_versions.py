@@ -15,6 +15,7 @@ import pytest
 from rdss.gateway import Gateway
 from rdss.gateway.log import memory as memory_backend
 from rdss.model.retry import Backoff
+from rdss.model.validation import validate
 from rdss.model.workload import Workload
 from tests.support import versions
 
@@ -151,3 +152,38 @@ def test_rdss_tail_reads_a_version_and_names_what_has_no_form_in_it(
         "3.0.2",
         "3.0.2",
     ]
+
+
+@pytest.mark.parametrize(("written", "read"), [("3.0.2", "4.0.0"), ("4.0.0", "3.0.2")])
+def test_a_failure_reply_crosses_versions_too(bus_name: str, written: str, read: str) -> None:
+    import threading
+
+    from rdss.gateway import RequestFailed, select
+
+    responder = _gateway(bus_name, "responder", reads=read, tenant_jisc_id=versions.TENANT)
+
+    def run() -> None:
+        responder.listen(
+            "input",
+            lambda received: responder.reply_error(received, "APPERRMET003", "no such object"),
+            max_messages=1,
+            idle_timeout=5,
+            poll_interval=0.02,
+            selector=select(message_class="Command"),
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    requester = _gateway(bus_name, "requester", reads=written, tenant_jisc_id=versions.TENANT)
+    request = versions.in_version(Workload(8).message("MetadataRead", "Command"), written)
+    try:
+        with pytest.raises(RequestFailed) as failed:
+            requester.request(request, timeout=10)
+    finally:
+        thread.join(10)
+    assert failed.value.error_code == "APPERRMET003"
+    header = failed.value.reply["messageHeader"]
+    assert header["correlationId"] == request["messageHeader"]["messageId"]
+    assert header["version"] == written
+    assert versions.object_id(failed.value.reply) == versions.object_id(request)
+    assert validate(orjson.dumps(failed.value.reply), check_expiry=False).valid
