@@ -64,6 +64,15 @@ def register(commands: Any) -> None:
     )
     check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validators")
 
+    translating = benchmark(
+        "translate",
+        "the Message Translators, 3.0.2 <-> 4.0.0, beside the classifier",
+        run_translate,
+        ("--messages", 2000, "messages"),
+    )
+    translating.add_argument("--seed", type=whole_number(0), default=7)
+    translating.add_argument("--rounds", type=whole_number(1, 1000), default=5, help="timed passes; the median")
+
     glue = benchmark(
         "glue",
         "the audit compaction job on local Spark vs one Python process",
@@ -279,6 +288,20 @@ def run_validate(args: argparse.Namespace) -> int:
         )
         print(f"  {'classifier / reference':<44}{_times(three.times_reference):>12}{_times(four.times_reference):>12}")
     print(f"  a 4.0.0 message costs {comparison.cost_4_over_3:.2f}x a 3.0.2 one to judge")
+    return 0
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    """Time the Message Translators (rdss.model.translation.translate) both ways on realistic Metadata messages,
+    beside the classifier on the same messages. The median of --rounds passes."""
+    _at_least_one(args, "messages")
+    figures = _bench("translate").run(args.messages, seed=args.seed, rounds=args.rounds)
+    if _printed_as_json(args, figures.as_dict()):
+        return 0
+    print(f"{figures.messages:,} realistic Metadata messages, {figures.mean_bytes:,.0f} bytes on average")
+    print(f"  3.0.2 -> 4.0.0 (rdss.model.translation.translate)  {figures.up_per_s:>10,.0f} msg/s")
+    print(f"  4.0.0 -> 3.0.2                                     {figures.down_per_s:>10,.0f} msg/s")
+    print(f"  classifier on the 3.0.2 messages                   {figures.classifier_per_s:>10,.0f} msg/s")
     return 0
 
 

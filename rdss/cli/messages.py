@@ -1,4 +1,4 @@
-"""``rdss validate`` and ``rdss new``."""
+"""``rdss validate``, ``rdss new`` and ``rdss translate``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, file_name, print_json
 from rdss.host.display import printable
 from rdss.host.inputs import read_input
-from rdss.model import schemas, skeletons
+from rdss.model import canonical, schemas, skeletons
 from rdss.model.validation import validate
 
 
@@ -32,6 +32,16 @@ def register(commands: Any) -> None:
         default=schemas.V3.version,
         help=f"the Message API version to write (default {schemas.V3.version})",
     )
+
+    translate = add_command(
+        commands, "translate", run_translate, help="print a message translated to another version of the Message API"
+    )
+    translate.add_argument("file", metavar="FILE", type=file_name, help="the message (- for standard input)")
+    translate.add_argument("--to", required=True, metavar="VERSION", help=", ".join(canonical.VERSIONS))
+    translate.add_argument(
+        "--tenant-jisc-id", type=int, metavar="ID", help="tenantJiscID going to 4.0.0 (default: --env's setting)"
+    )
+    translate.add_argument("--env", help="the environment in cdk.json whose tenant_jisc_id is used")
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -71,6 +81,36 @@ def run_validate(args: argparse.Namespace) -> int:
         else:
             print(printable(f"{name}: {verdict.error_code} [{verdict.channel} channel] {verdict.error_description}"))
     return worst
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    """Print FILE's message written in version --to (3.0.2 or 4.0.0), by the mappings listed in
+    docs/vendors.md "Versions". A message with no form in that version (a Vocabulary message in
+    4.0.0, a PreservationEvent in 3.0.2) is refused in one line, exit 1. Expiry is not judged.
+    """
+    from rdss.model import translation
+
+    if args.to not in canonical.VERSIONS:
+        raise CommandError(f"--to: expected one of {', '.join(canonical.VERSIONS)}, found {args.to!r}")
+    tenant = args.tenant_jisc_id
+    if tenant is None and args.env:
+        from rdss.deployment.settings import ConfigError, load_file
+
+        try:
+            tenant = load_file(args.env).tenant_jisc_id
+        except (ConfigError, OSError) as error:
+            raise CommandError(str(error)) from error
+    try:
+        payload = read_input(args.file)
+    except OSError as error:
+        raise CommandError(describe_os_error(error)) from error
+    try:
+        translated = translation.translate(payload, args.to, tenant_jisc_id=tenant)
+    except translation.Untranslatable as error:
+        print(printable(f"rdss translate: {args.file}: {error.code} {error.description}"), file=sys.stderr)
+        return INVALID
+    sys.stdout.buffer.write(translated + b"\n")
+    return 0
 
 
 def run_new(args: argparse.Namespace) -> int:

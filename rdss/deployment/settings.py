@@ -29,6 +29,7 @@ from rdss.deployment.capacity import Plan, Traffic, plan
 from rdss.deployment.topology import RDSS, Deployment, Topology
 from rdss.deployment.vendors import check_vendor_name, check_vendor_names
 from rdss.host.inputs import InputTooLarge, read_input
+from rdss.model.canonical import V3, VERSIONS
 
 CONTEXT_KEY = "rdss"
 
@@ -222,6 +223,9 @@ class VendorSettings:
     produces: bool = False
     #: Routed channels it reads (``responses`` is always readable, for request-reply).
     consumes: tuple[str, ...] = ()
+    #: The Message API version its application reads (``reads`` in cdk.json): its gateway
+    #: translates every message it receives to this version (rdss.model.translation).
+    reads: str = V3
 
     @property
     def account(self) -> str:
@@ -264,6 +268,9 @@ class EnvironmentConfig:
     #: rate), ``pass-through`` records only what a caller already sampled (a stream-fed function:
     #: nothing), ``disabled`` nothing.
     tracing: str = "active"
+    #: The tenant's Jisc ID: what a message translated up to 4.0.0 carries as ``tenantJiscID``
+    #: (a field 3.0.2 lacks). None: no 3.0.2 message can be translated to 4.0.0 here.
+    tenant_jisc_id: int | None = None
 
     @property
     def retains_data(self) -> bool:
@@ -346,6 +353,12 @@ def _retention(values: Any, where: str) -> RetentionSettings:
     return _build(RetentionSettings, {**values, "buckets": lifecycles}, where)
 
 
+def _tenant(value: Any, where: str) -> int | None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise ConfigError(f"{where}: expected a Jisc ID (a whole number) or null, found {value!r}")
+    return value
+
+
 def _vendors(values: Any, where: str, routed: Sequence[str], environment: str) -> dict[str, VendorSettings]:
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected an object, found {values!r}")
@@ -374,6 +387,8 @@ def _vendors(values: Any, where: str, routed: Sequence[str], environment: str) -
             raise ConfigError(
                 f"{here}.consumes: {unknown} not consumable; vendors read the routed channels {sorted(routed)}"
             )
+        if vendor.reads not in VERSIONS:
+            raise ConfigError(f"{here}.reads: expected one of {list(VERSIONS)}, found {vendor.reads!r}")
         if not vendor.produces and not vendor.consumes:
             raise ConfigError(f"{here}: neither produces nor consumes anything")
         vendors[name] = vendor
@@ -515,6 +530,7 @@ def load(
             raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")], name
         ),
         tracing=str(raw.pop("tracing", "active")),
+        tenant_jisc_id=_tenant(raw.pop("tenant_jisc_id", None), f"{where}.tenant_jisc_id"),
         **sections,
     )
     raw.pop("account", None)

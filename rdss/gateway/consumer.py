@@ -28,6 +28,11 @@ Between the channel and the application, in order:
   channel of that code, as the sequencer does; a part that cannot join its sequence - its
   position held by another part, another total, a sequence this receiver lately completed - is
   moved alone to ``invalid`` (GENERR004), as the sequencer moves it (:mod:`rdss.model.sequences`);
+* translation: a receiver told the version its application reads (``reads``) hands over every
+  message in that version, translated where another was written (:mod:`rdss.model.translation`,
+  a hop in messageHistory names it); one with no form in that version (a Vocabulary message for a
+  4.0.0 reader) is moved to ``error`` (GENERR006, the translator's own code and reason in the
+  description), never dropped;
 * Message Selector: a predicate on the header; messages it rejects are settled, not delivered;
 * Message Throttle: at most N messages a second are handed over.
 
@@ -52,12 +57,14 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+import orjson
+
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.holding import SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
 from rdss.model import replay as replays
-from rdss.model import timestamps
+from rdss.model import timestamps, translation
 from rdss.model.errors import ErrorCode
 from rdss.model.rejection import Rejector, moved_key
 from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
@@ -97,6 +104,8 @@ class Receiver:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], datetime] = timestamps.now,
+        reads: str | None = None,
+        tenant_jisc_id: int | None = None,
     ) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
@@ -112,6 +121,10 @@ class Receiver:
         self.move_invalid = move_invalid
         #: Failed attempts (nacks) after which a message is poison: moved to ``error``, GENERR009.
         self.max_attempts = max_attempts
+        #: The Message API version the application reads (None: each message as it was written).
+        self.reads = reads
+        #: tenantJiscID for messages translated up to 4.0.0 (the deployment's tenant_jisc_id).
+        self.tenant_jisc_id = tenant_jisc_id
         self.selector = selector
         self.throttle = Throttle(throttle, clock=clock, sleep=sleep) if throttle else None
         self.batch_size = batch_size
@@ -429,7 +442,13 @@ class Receiver:
         return True
 
     def offer(self, received: Received) -> None:
-        """A whole message for the application, unless the selector refuses it."""
+        """A whole message for the application, in the version it reads, unless the selector
+        refuses it."""
+        if self.reads is not None:
+            translated = self._translate(received)
+            if translated is None:
+                return
+            received = translated
         if self.selector is not None and not self.selector(received.header):
             self.stats.filtered += 1
             self.consumer.settle(received.deliveries)
@@ -437,6 +456,26 @@ class Receiver:
                 self.forget(str(header["messageId"]))
             return
         self._ready.append(received)
+
+    def _translate(self, received: Received) -> Received | None:
+        """``received`` in the version the application reads; None when it has none there (then
+        moved to ``error``: the message is valid, this consumer cannot take it)."""
+        assert self.reads is not None
+        try:
+            payload = translation.translate(
+                received.payload, self.reads, tenant_jisc_id=self.tenant_jisc_id, now=self.now(), judged=True
+            )
+        except translation.Untranslatable as error:
+            for header in received.parts:
+                self.forget(str(header["messageId"]))
+            self.stats.untranslatable += 1
+            why = f"cannot be translated to {self.reads} for {self.group or 'this consumer'}: {error.code} {error}"
+            self.move([(d, ErrorCode.GENERR006, why) for d in received.deliveries])
+            return None
+        if payload is received.payload:
+            return received
+        message = orjson.loads(payload)
+        return Received(message, payload, received.channel, received.deliveries, received.parts, received.receiver)
 
     def _next_ready(self) -> Received | None:
         owned = set(self.consumer.partitions())

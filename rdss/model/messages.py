@@ -81,7 +81,8 @@ def reply(
     """The reply to ``request``: same messageType, correlationId = the request's messageId.
 
     The reply travels to the request's returnAddress; that routing is the broker's job, so the
-    reply itself carries no returnAddress.
+    reply itself carries no returnAddress. A 4.0.0 request is answered in 4.0.0 (its version and
+    tenantJiscID); ``body`` is then the caller's to give in 4.0.0's shape.
     """
     header = request["messageHeader"]
     answer = new_message(

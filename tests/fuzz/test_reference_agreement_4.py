@@ -28,7 +28,6 @@ from rdss.model.messages import failure_reply
 from rdss.model.sequences import split
 from rdss.model.validation import validate
 from rdss.model.workload import Workload4
-from tests.support.published import examples_4, reference_4
 from tests.fuzz.test_reference_agreement import (
     _MISSING,
     LAXER,
@@ -39,6 +38,7 @@ from tests.fuzz.test_reference_agreement import (
     _explained,
     mutated,
 )
+from tests.support.published import examples_4, reference_4
 
 V4 = schemas.V4.version
 
