@@ -13,6 +13,7 @@ import base64
 import contextlib
 import logging
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ def events(count: int, batch: int, seed: int = 11, first: int = 0) -> list[dict[
 class _Counter:
     def __init__(self) -> None:
         self.calls: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def attach(self, client: Any) -> Any:
         client.meta.events.register("before-call.*.*", self._count)
@@ -101,7 +103,8 @@ class _Counter:
 
     def _count(self, model: Any, **_: Any) -> None:
         if model.name in _DATA_PLANE:
-            self.calls[model.name] = self.calls.get(model.name, 0) + 1
+            with self._lock:  # the claims are made from a pool of threads
+                self.calls[model.name] = self.calls.get(model.name, 0) + 1
 
 
 def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
@@ -184,13 +187,11 @@ class _StubDynamoDB:
 
     def __init__(self, counter: _Counter) -> None:
         self.counter = counter
+        self.lock = threading.Lock()
 
     def _count(self, name: str) -> None:
-        self.counter.calls[name] = self.counter.calls.get(name, 0) + 1
-
-    def transact_write_items(self, **_: Any) -> dict[str, Any]:
-        self._count("TransactWriteItems")
-        return {}
+        with self.lock:  # the claims are made from a pool of threads
+            self.counter.calls[name] = self.counter.calls.get(name, 0) + 1
 
     def batch_get_item(self, **_: Any) -> dict[str, Any]:
         self._count("BatchGetItem")

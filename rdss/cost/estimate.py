@@ -39,7 +39,6 @@ from rdss.cost.rules import (
 from rdss.deployment.capacity import (
     MEASURED,
     REJECTED_SHARE,
-    TRANSACTION_ITEMS,
     ChannelLoad,
     Figures,
     Traffic,
@@ -49,6 +48,7 @@ from rdss.deployment.capacity import (
 )
 from rdss.deployment.settings import EnvironmentConfig
 from rdss.deployment.topology import RDSS, Topology
+from rdss.repository.dynamodb import CLAIM_CONCURRENCY
 from rdss.repository.entries import RETENTION_SECONDS
 
 Archive = Literal["batched", "per-record"]
@@ -286,23 +286,24 @@ def table_units(
 def _broker(
     settings: EnvironmentConfig, rate: float, n: float, loads: dict[str, ChannelLoad], figures: Figures
 ) -> Function:
-    """The broker: claims (100 a transaction), one PutRecords per channel the batch reaches, a
-    look-up when it holds a reply, the ledger."""
+    """The broker: claims (a conditional PutItem each, ten at a time), one PutRecords per
+    channel the batch reaches, a look-up when it holds a reply, the ledger. It waits for its
+    calls in turn, the claims a round of ten at a time."""
     if not rate:
         return Function(0.0, 0.0, 0.0, _memory(settings, "broker"), 0.0)
-    calls = broker_calls(loads, rate, n, figures)
+    waits = broker_calls(loads, rate, n, figures) - n + math.ceil(n / CLAIM_CONCURRENCY)
     debug = settings.function("broker").log_level.upper() == "DEBUG"
     log = figures.log_bytes_per_invocation + (n * figures.debug_log_bytes_per_message if debug else 0.0)
     cpu = figures.broker_cpu_per_invocation + n * figures.broker_cpu_per_message
-    return Function(rate / n, cpu, calls, _memory(settings, "broker"), log)
+    return Function(rate / n, cpu, waits, _memory(settings, "broker"), log)
 
 
 def broker_calls(loads: dict[str, ChannelLoad], rate: float, n: float, figures: Figures) -> float:
-    """AWS calls of one broker invocation of ``n`` records: its claims (100 a transaction), a
+    """AWS calls of one broker invocation of ``n`` records: its claims (a PutItem each), a
     PutRecords per 500 records of each channel it reaches, its return-address look-ups (100 keys
     a BatchGetItem), the ledger."""
     lookups = batched_calls(figures.reply_share, n, LOOKUPS_PER_CALL)
-    return math.ceil(n / TRANSACTION_ITEMS) + destinations(loads, rate, n) + lookups + 1
+    return n + destinations(loads, rate, n) + lookups + 1
 
 
 def _batch(settings: EnvironmentConfig, records_per_second: float, shards: int) -> float:

@@ -87,7 +87,8 @@ def per_month(per_second: float) -> float:
 @dataclass(frozen=True)
 class Function:
     """A function's steady work: invocations per second, each taking ``cpu_seconds`` of CPU
-    and making ``calls`` AWS calls, at ``memory_mb``."""
+    and waiting for ``calls`` AWS calls one after another (calls made together count once), at
+    ``memory_mb``."""
 
     invocations_per_second: float
     cpu_seconds: float
@@ -118,7 +119,8 @@ def lambda_items(
     )
     shapes = "; ".join(
         f"{name}: {f.invocations_per_second:.4g}/s x ({f.cpu_seconds * 1000:.3g} ms CPU at {f.memory_mb} MB"
-        f" + {f.calls:.3g} calls x {call_seconds * 1000:.3g} ms) = {f.seconds(call_seconds) * 1000:.0f} ms billed"
+        f" + {f.calls:.3g} calls in turn x {call_seconds * 1000:.3g} ms)"
+        f" = {f.seconds(call_seconds) * 1000:.0f} ms billed"
         for name, f in functions.items()
     )
     bill.add(

@@ -1,13 +1,16 @@
-"""The Local Data Repository on DynamoDB: the broker's claims with few calls, and an
+"""The Local Data Repository on DynamoDB: the broker's claims at one write unit each, and an
 application's entries (:class:`DynamoRepository`) in a table of its own.
 
 Kinesis delivers at least once, so every message received is recorded by messageId and a
-message whose id is already recorded is a duplicate. Recording is a *claim*: a conditional put
-(``attribute_not_exists``), up to 100 per TransactWriteItems call. When a transaction is
-cancelled, its cancellation reasons say which items already existed (and, with
-``ReturnValuesOnConditionCheckFailure=ALL_OLD``, what they hold); the others are retried
-without them. Powertools' idempotency utility, by comparison, spends two or more calls per
-record.
+message whose id is already recorded is a duplicate. Recording is a *claim*: a conditional
+PutItem (``attribute_not_exists``), one per message, a batch's claims issued together from a
+small pool of threads (so a batch waits about as long as for one transaction). Not a
+TransactWriteItems: a transaction bills two write units per KB where a plain conditional put
+bills one, and buys nothing here - each claim's outcome is its own (a cancelled transaction was
+retried without the claims whose condition failed). A put refused by its condition returns the
+item that holds the id (``ReturnValuesOnConditionCheckFailure=ALL_OLD``; an endpoint that
+ignores it is asked with a consistent GetItem, a read for duplicates only). Powertools'
+idempotency utility, by comparison, spends two writes per record.
 
 A claim remembers the stream record that made it (``claimedBy``) and the *ledger* of the batch
 it belongs to. After a batch's outputs are delivered, one ledger item lists the records whose
@@ -19,8 +22,10 @@ record carrying an already-claimed messageId is a duplicate.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -36,6 +41,9 @@ from rdss.repository.entries import (
 )
 
 _MAX_TRANSACTION = 100
+#: Claims in flight at once: botocore's default connection pool per client (more would wait for
+#: a connection, and the calls are I/O - the threads mostly wait on DynamoDB).
+CLAIM_CONCURRENCY = 10
 _MAX_BATCH_GET = 100
 _CLAIM_ATTEMPTS = 4
 
@@ -57,6 +65,7 @@ _THROTTLING = frozenset(
         "ProvisionedThroughputExceededException",
         "RequestLimitExceeded",
         "TransactionConflict",
+        "TransactionConflictException",
         "TransactionInProgressException",
         "InternalServerError",
     }
@@ -103,83 +112,92 @@ class LocalDataRepository:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     counter: CallCounter = field(default_factory=CallCounter)
+    _executor: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     # -- claims --------------------------------------------------------------------------------
     def claim(self, claims: Sequence[Claim], ledger: str) -> None:
         """Claim every key (distinct keys only); sets each claim's ``outcome``.
 
-        Raises nothing for infrastructure trouble: affected claims come back UNAVAILABLE.
+        Raises nothing for infrastructure trouble: affected claims come back UNAVAILABLE. Anything
+        else a call raises is raised here once every claim has finished.
         """
         expires = int(self.clock()) + RETENTION_SECONDS
-        for start in range(0, len(claims), _MAX_TRANSACTION):
-            self._claim_chunk(list(claims[start : start + _MAX_TRANSACTION]), ledger, expires)
-        redelivered = [c for c in claims if c.outcome is ClaimOutcome.REDELIVERED]
-        if redelivered:
-            self._resolve_redeliveries(redelivered, ledger)
-
-    def _claim_chunk(self, pending: list[Claim], ledger: str, expires: int) -> None:
         shared = {
             "ledger": {"S": ledger},
             "receivedAt": {"N": str(int(self.clock()))},
             "expiresAt": {"N": str(expires)},
         }
-        for attempt in range(_CLAIM_ATTEMPTS):
-            if not pending:
-                return
-            items = [
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            **_item(c.attributes),
-                            self.key: {"S": c.key},
-                            "claimedBy": {"S": c.record},
-                            **shared,
-                        },
-                        "ConditionExpression": f"attribute_not_exists({self.key})",
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                }
-                for c in pending
-            ]
+        if len(claims) == 1:
+            self._claim_one(claims[0], shared)
+        elif claims:
+            futures = [self._pool().submit(self._claim_one, c, shared) for c in claims]
+            _wait_then_raise(futures)
+        redelivered = [c for c in claims if c.outcome is ClaimOutcome.REDELIVERED]
+        if redelivered:
+            self._resolve_redeliveries(redelivered, ledger)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(CLAIM_CONCURRENCY, thread_name_prefix="rdss-claims")
+            return self._executor
+
+    def _count(self) -> None:
+        with self._lock:  # claims count from the pool's threads
             self.counter.calls += 1
+
+    def _claim_one(self, claim: Claim, shared: dict[str, Any]) -> None:
+        """One conditional put, retried with backoff while throttled or unreachable."""
+        item = {**_item(claim.attributes), self.key: {"S": claim.key}, "claimedBy": {"S": claim.record}, **shared}
+        for attempt in range(_CLAIM_ATTEMPTS):
             try:
-                self.client.transact_write_items(TransactItems=items)
+                self._count()
+                self.client.put_item(
+                    TableName=self.table,
+                    Item=item,
+                    ConditionExpression=f"attribute_not_exists({self.key})",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                claim.outcome = ClaimOutcome.CLAIMED
+                return
             except ClientError as error:
-                reasons = error.response.get("CancellationReasons")
                 code = error.response.get("Error", {}).get("Code", "")
-                if code != "TransactionCanceledException" or not reasons:
-                    if code in _THROTTLING or code.startswith("Throttl"):
-                        self.sleep(_delay(attempt + 1))
-                        continue
-                    raise
-                retry: list[Claim] = []
-                throttled = False
-                for claim, reason in zip(pending, reasons, strict=True):
-                    reason_code = reason.get("Code", "None")
-                    if reason_code == "ConditionalCheckFailed":
-                        existing = _plain(reason.get("Item", {}))
-                        claim.existing = existing
+                if code == "ConditionalCheckFailedException":
+                    existing = error.response.get("Item") or self._holder(claim.key)
+                    if existing is not None:
+                        claim.existing = _plain(existing)
                         claim.outcome = (
                             ClaimOutcome.REDELIVERED
-                            if existing.get("claimedBy") == claim.record
+                            if claim.existing.get("claimedBy") == claim.record
                             else ClaimOutcome.DUPLICATE
                         )
-                    else:
-                        throttled = throttled or reason_code in _THROTTLING
-                        retry.append(claim)
-                pending = retry
-                if throttled:
-                    self.sleep(_delay(attempt + 1))
-                continue
+                        return
+                    continue  # gone since (its TTL ran out): claim it again
+                if not _transient(code):
+                    raise
             except BotoCoreError:
-                self.sleep(_delay(attempt + 1))
-                continue
-            for claim in pending:
-                claim.outcome = ClaimOutcome.CLAIMED
-            return
-        for claim in pending:
-            claim.outcome = ClaimOutcome.UNAVAILABLE
+                pass
+            self.sleep(_delay(attempt + 1))
+        claim.outcome = ClaimOutcome.UNAVAILABLE
+
+    def _holder(self, key: str) -> dict[str, Any] | None:
+        """The item holding ``key``, read consistently: for endpoints that do not return it with a
+        failed condition. None if it is gone - or cannot be read now (the put is retried, after
+        the same backoff as a throttled put, and finds it again)."""
+        try:
+            self._count()
+            response = self.client.get_item(TableName=self.table, Key={self.key: {"S": key}}, ConsistentRead=True)
+        except ClientError as error:
+            if not _transient(error.response.get("Error", {}).get("Code", "")):
+                raise
+            self.sleep(_delay(1))
+            return None
+        except BotoCoreError:
+            self.sleep(_delay(1))
+            return None
+        item: dict[str, Any] | None = response.get("Item")
+        return item
 
     def _resolve_redeliveries(self, redelivered: list[Claim], ledger: str) -> None:
         """Read the ledgers of earlier deliveries: sent records are done; others are taken over."""
@@ -196,7 +214,7 @@ class LocalDataRepository:
             if not claim.already_sent:
                 # this delivery sends it: point the claim at this batch's ledger
                 try:
-                    self.counter.calls += 1
+                    self._count()
                     self.client.update_item(
                         TableName=self.table,
                         Key={self.key: {"S": claim.key}},
@@ -217,7 +235,7 @@ class LocalDataRepository:
         sent = sorted(set(records))
         if not sent:
             return
-        self.counter.calls += 1
+        self._count()
         self.client.put_item(
             TableName=self.table,
             Item={
@@ -237,7 +255,7 @@ class LocalDataRepository:
                 self.table: {"Keys": [{self.key: {"S": k}} for k in unique[start : start + _MAX_BATCH_GET]]}
             }
             for attempt in range(_CLAIM_ATTEMPTS + 2):
-                self.counter.calls += 1
+                self._count()
                 response = self.client.batch_get_item(RequestItems=request)
                 for item in response.get("Responses", {}).get(self.table, []):
                     plain = _plain(item)
@@ -250,7 +268,7 @@ class LocalDataRepository:
 
     def put(self, key: str, attributes: dict[str, Any]) -> None:
         """Write one entry unconditionally (the gateway's TO_SEND / SENT records)."""
-        self.counter.calls += 1
+        self._count()
         self.client.put_item(
             TableName=self.table,
             Item=_item({**attributes, self.key: key, "expiresAt": int(self.clock()) + RETENTION_SECONDS}),
@@ -278,7 +296,7 @@ class LocalDataRepository:
                 for key in keys[start : start + _MAX_TRANSACTION]
             ]
             for attempt in range(_CLAIM_ATTEMPTS):
-                self.counter.calls += 1
+                self._count()
                 try:
                     self.client.transact_write_items(TransactItems=items)
                     break
@@ -292,6 +310,22 @@ class LocalDataRepository:
                     if attempt == _CLAIM_ATTEMPTS - 1:
                         raise
                 self.sleep(_delay(attempt + 1))
+
+
+def _transient(code: str) -> bool:
+    return code in _THROTTLING or code.startswith("Throttl")
+
+
+def _wait_then_raise(futures: Sequence[Future[None]]) -> None:
+    """Wait for every claim, then raise the first failure (by claim order): a claim in flight
+    when another fails still ends, as it would in a function that dies meanwhile."""
+    first: BaseException | None = None
+    for future in futures:
+        error = future.exception()
+        if error is not None and first is None:
+            first = error
+    if first is not None:
+        raise first
 
 
 def create_table(client: Any, table: str, *, key: str = KEY_ATTRIBUTE) -> None:

@@ -14,6 +14,7 @@ from rdss.model.messages import new_message, reply
 from rdss.model.sequences import split
 from rdss.model.workload import Workload
 from tests.conftest import invalid_examples
+from tests.support.faults import Proxy
 from tests.support.system import System
 
 pytestmark = pytest.mark.integration
@@ -106,12 +107,20 @@ def test_an_oversize_message_goes_to_the_error_channel_and_a_huge_one_by_claim_c
 def test_duplicates_are_dropped_within_a_batch_and_across_batches(system: System):
     messages = Workload(33).mix(20)
     payloads = [orjson.dumps(m) for m in messages]
+    dynamodb = Proxy(system.client("dynamodb"))
+    broker = system.handler(system.broker(dynamodb=dynamodb))
     system.publish(payloads + payloads[:5])  # five duplicates in the same batch
-    run_broker(system)
+    system.mapping("input", broker).drain()
     system.publish(payloads[5:12])  # seven more, in a later batch
-    run_broker(system)
+    system.mapping("input", broker).drain()
+    broker.close()
     routed = system.read("metadata") + system.read("vocabulary") + system.read("responses")
     assert sorted(ids(routed)) == sorted(m["messageHeader"]["messageId"] for m in messages)
+    # a claim is a conditional PutItem per message; the endpoint names the holder of a taken id
+    # in its refusal (ReturnValuesOnConditionCheckFailure), so a duplicate costs no read
+    # (20 distinct ids, then 7; the second batch's ledger lists nothing sent, so is not written)
+    assert dynamodb.calls["put_item"] == 20 + 7 + 1
+    assert "get_item" not in dynamodb.calls
 
 
 def test_a_duplicate_published_on_another_shard_is_dropped(systems):

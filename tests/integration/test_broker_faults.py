@@ -3,6 +3,7 @@ After each, with Lambda's redelivery: no message lost, none routed twice."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -83,35 +84,47 @@ def test_persistent_put_records_failures_nack_only_the_affected_records(system: 
 
 def test_dynamodb_throttling_nacks_and_the_retry_routes_once(system: System):
     messages = publish_mix(system, 3)
-    throttled = {"left": 6}
+    lock = threading.Lock()
+    throttled: dict[str, Any] = {"left": 6, "key": None}
 
-    def transact(real: Any, **kwargs: Any) -> Any:
-        if throttled["left"] > 0:
-            throttled["left"] -= 1
-            raise client_error("ThrottlingException", "TransactWriteItems")
+    def put_item(real: Any, **kwargs: Any) -> Any:
+        if "ConditionExpression" in kwargs:  # a claim: one message's is refused 6 times running
+            key = kwargs["Item"]["messageId"]["S"]
+            with lock:
+                throttled["key"] = throttled["key"] or key
+                refuse = key == throttled["key"] and throttled["left"] > 0
+                throttled["left"] -= refuse
+            if refuse:
+                raise client_error("ProvisionedThroughputExceededException", "PutItem")
         return real(**kwargs)
 
-    dynamodb = Proxy(system.client("dynamodb"), transact_write_items=transact)
+    dynamodb = Proxy(system.client("dynamodb"), put_item=put_item)
     mapping = drain(system, system.handler(system.broker(dynamodb=dynamodb)), max_retries=10)
-    assert mapping.stats.retries >= 1
+    assert throttled["left"] == 0
+    assert mapping.stats.retries >= 1  # 4 attempts, then UNAVAILABLE: the batch went back
     assert_exactly_once(system, messages)
 
 
-def test_throttling_reported_as_cancellation_reasons_is_retried(system: System):
+def test_every_claim_throttled_at_first_is_retried(system: System):
     messages = publish_mix(system, 4, count=20)
-    state = {"calls": 0}
+    lock = threading.Lock()
+    tried: Counter[str] = Counter()
 
-    def transact(real: Any, **kwargs: Any) -> Any:
-        state["calls"] += 1
-        if state["calls"] == 1:
-            reason = {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity"}
-            reasons = [reason] * len(kwargs["TransactItems"])
-            raise client_error("TransactionCanceledException", "TransactWriteItems", CancellationReasons=reasons)
+    def put_item(real: Any, **kwargs: Any) -> Any:
+        if "ConditionExpression" in kwargs:  # a claim
+            key = kwargs["Item"]["messageId"]["S"]
+            with lock:
+                tried[key] += 1
+                first = tried[key] == 1
+            if first:
+                raise client_error("ThrottlingException", "PutItem")
         return real(**kwargs)
 
-    dynamodb = Proxy(system.client("dynamodb"), transact_write_items=transact)
-    drain(system, system.handler(system.broker(dynamodb=dynamodb)))
-    assert state["calls"] >= 2
+    dynamodb = Proxy(system.client("dynamodb"), put_item=put_item)
+    mapping = drain(system, system.handler(system.broker(dynamodb=dynamodb)))
+    assert len(tried) >= len(messages)
+    assert min(tried.values()) >= 2
+    assert mapping.stats.retries == 0  # retried within the invocation, with backoff
     assert_exactly_once(system, messages)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import random
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -51,16 +52,20 @@ def faulty_clients(endpoint: Endpoint, stuck: set[str]):
     rng = random.Random(5)
     state = {"throttles": 8, "crashes": 3, "ledgers": 0, "stuck": 0}
 
-    def transact(real: Any, **kwargs: Any) -> Any:
-        if any(item["Put"]["Item"]["messageId"]["S"] in stuck for item in kwargs["TransactItems"]):
-            state["stuck"] += 1
-            raise Crash("the broker dies on this record every time")
-        if state["throttles"] > 0 and rng.random() < 0.3:
-            state["throttles"] -= 1
-            raise client_error("ProvisionedThroughputExceededException", "TransactWriteItems")
-        return real(**kwargs)
+    lock = threading.Lock()  # the broker's claims are made from a pool of threads
 
     def put_item(real: Any, **kwargs: Any) -> Any:
+        if "ConditionExpression" in kwargs:  # a claim
+            if kwargs["Item"]["messageId"]["S"] in stuck:
+                with lock:
+                    state["stuck"] += 1
+                raise Crash("the broker dies on this record every time")
+            with lock:
+                throttle = state["throttles"] > 0 and rng.random() < 0.3
+                state["throttles"] -= throttle
+            if throttle:
+                raise client_error("ProvisionedThroughputExceededException", "PutItem")
+            return real(**kwargs)
         result = real(**kwargs)
         if kwargs["Item"]["messageId"]["S"].startswith("ledger#"):
             state["ledgers"] += 1
@@ -77,7 +82,7 @@ def faulty_clients(endpoint: Endpoint, stuck: set[str]):
             throttle = partial_put_records(lambda call, entry: call % 3 == 1 and rng.random() < 0.1)
             return Proxy(client, put_records=throttle)
         if service == "dynamodb":
-            return Proxy(client, transact_write_items=transact, put_item=put_item)
+            return Proxy(client, put_item=put_item)
         return client
 
     return clients, state

@@ -170,9 +170,6 @@ class _Kinesis:
 class _DynamoDB:
     """The Local Data Repository's calls, answered as an empty table would."""
 
-    def transact_write_items(self, **_: Any) -> dict[str, Any]:
-        return {}
-
     def batch_get_item(self, **_: Any) -> dict[str, Any]:
         return {"Responses": {}, "UnprocessedKeys": {}}
 
