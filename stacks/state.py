@@ -20,7 +20,7 @@ class StateTables(Construct):
     """KMS-encrypted tables with point-in-time recovery and TTL, named ``rdss-<env>-<table>``.
 
     All on-demand, except the claims table when ``table_capacity.mode`` is provisioned: a claim
-    is a conditional Put in a TransactWriteItems (two write units), and a provisioned write unit
+    is a conditional PutItem (one write unit), and a provisioned write unit
     held for a month at 70 % use costs about 40 % of the on-demand price of the writes it
     serves. Auto scaling holds the units the configured traffic needs and follows a burst up to
     ``max_scale`` times them; a burst beyond that is throttled, and the broker nacks the records
