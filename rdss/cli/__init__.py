@@ -20,9 +20,11 @@ from botocore.exceptions import NoCredentialsError
 from rdss import __version__
 from rdss.cli import (
     adaptor,
+    analytics,
     archive,
     bench,
     bridge,
+    console,
     gateway,
     local,
     messages,
@@ -37,7 +39,23 @@ from rdss.cli.common import USAGE, CommandError, describe_os_error, file_name, t
 from rdss.host.display import printable, safe, shorten
 from rdss.host.extras import missing_extra
 
-_COMMANDS = (messages, sequences, tour, local, bench, gateway, trace, status, bridge, adaptor, redrive, archive, vendor)
+_COMMANDS = (
+    messages,
+    sequences,
+    tour,
+    local,
+    bench,
+    gateway,
+    trace,
+    status,
+    console,
+    bridge,
+    adaptor,
+    redrive,
+    archive,
+    vendor,
+    analytics,
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -67,6 +67,8 @@ SUITES = {
     "integration": [*PYTEST, "-n", "2", "tests/integration"],
     "glue": [*PYTEST, "tests/glue", "tests/analytics"],
     "amqp": [*PYTEST, "tests/amqp"],
+    # rdss console in Debian's headless Chromium (make chromium), on one local runtime
+    "console": [*PYTEST, "tests/console"],
     "cdk": [*PYTEST, "tests/cdk"],
     "package": [*PYTEST, "tests/package"],
     "unit": [*PYTEST, "tests/unit"],
