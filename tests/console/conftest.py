@@ -23,6 +23,7 @@ from rdss.model import decoration
 from rdss.model.workload import Workload
 from rdss.status import console
 from rdss.status.sources import ConsoleSource
+from tests.support.browser import chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where the pages' screenshots go (the docs show them: make console-screenshots).
@@ -129,13 +130,7 @@ def served(deployed: Deployed) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1400"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
-    driver.set_page_load_timeout(120)
+    driver = chromium()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     yield driver
     driver.quit()
