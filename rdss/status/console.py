@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, abort, redirect, render_template, request, send_file
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from rdss.analytics import report as analytics_report
 from rdss.host.resources import chart_js
@@ -261,13 +261,23 @@ PAGES: tuple[Page, ...] = (
 )
 
 
+class _Handler(WSGIRequestHandler):
+    """Logs each request without its query: the token URL's token stays out of the log."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        path = self.path.partition("?")[0]
+        self.log("info", "%s %s %s", self.command, path, code)
+
+
 def serve(
     source: ConsoleSource, *, allow_actions: bool = False, port: int = 0, pages: tuple[Page, ...] | None = None
 ) -> tuple[BaseWSGIServer, Settings]:
     """A server bound to 127.0.0.1 (``port`` 0: a free one), and its settings (a fresh token);
     ``serve_forever()`` it, ``shutdown()`` it from another thread."""
     apps: list[Flask] = []
-    server = make_server("127.0.0.1", port, lambda environ, start: apps[0](environ, start), threaded=True)
+    server = make_server(
+        "127.0.0.1", port, lambda environ, start: apps[0](environ, start), threaded=True, request_handler=_Handler
+    )
     settings = Settings(allow_actions=allow_actions, port=server.server_port)
     apps.append(create_app(source, settings, pages))
     return server, settings
