@@ -16,6 +16,7 @@ import orjson
 import pytest
 from selenium import webdriver
 
+from rdss.gateway import Gateway
 from rdss.local.accounting import Input
 from rdss.local.emulator import Endpoint, connect
 from rdss.local.runtime import Published, Runtime, Settings
@@ -78,8 +79,23 @@ def endpoint() -> Iterator[Endpoint]:
     endpoint.stop()
 
 
+def fall_behind(runtime: Runtime, state: Path) -> None:
+    """Consumer group ``archive`` reads five records of ``metadata`` and commits: the rest wait
+    unread, its lag."""
+    endpoint = runtime.endpoint
+    url = f"kinesis://{runtime.deployment.environment}?region={endpoint.region}&endpoint={endpoint.url}"
+    clients = {"kinesis": endpoint.client("kinesis"), "dynamodb": endpoint.client("dynamodb")}
+    gateway = Gateway(f"{url}&ldr=sqlite://{state / 'ldr.sqlite'}", application="archive", clients=clients)
+    with gateway, gateway.receiver("metadata", poll_interval=0.05) as inbox:
+        for _ in range(5):
+            received = inbox.receive(timeout=30)
+            assert received is not None
+            inbox.ack(received)
+        inbox.commit()
+
+
 @pytest.fixture(scope="module")
-def deployed(endpoint: Endpoint) -> Iterator[Deployed]:
+def deployed(endpoint: Endpoint, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     settings = Settings(environment=f"c{uuid.uuid4().hex[:8]}", shards=2, max_retries=1, sweep_interval=3600)
     runtime = Runtime(endpoint, settings)
     runtime.provision()
@@ -104,6 +120,7 @@ def deployed(endpoint: Endpoint) -> Iterator[Deployed]:
         )
         runtime.drain()
         assert runtime.failed_batches()["broker"] >= 1, "the workload parks a batch"
+        fall_behind(runtime, tmp_path_factory.mktemp("consumer"))
         routed = messages[10]["messageHeader"]["messageId"]
         yield Deployed(runtime, published, stuck, poisoned, routed, hostile["messageHeader"]["messageId"])
     finally:

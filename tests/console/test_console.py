@@ -58,6 +58,13 @@ def test_the_overview_counts_are_the_deployments_own(signed_in: webdriver.Chrome
     assert shown["input"] == len(deployed.published)
     parked = int(signed_in.find_element(By.CSS_SELECTOR, '#parked [data-parked="broker"]').text)
     assert parked == deployed.runtime.failed_batches()["broker"] >= 1
+    # the consumer group that read part of metadata: behind by the age of what it left unread
+    lag = [
+        [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+        for row in signed_in.find_elements(By.CSS_SELECTOR, "#lag tr")[1:]
+    ]
+    assert [(group, channel) for group, channel, *_ in lag] == [("archive", "metadata")]
+    assert float(lag[0][3]) > 0
     # the forged error code shows as the text it is
     codes = [cell.text for cell in signed_in.find_elements(By.CSS_SELECTOR, "#error-codes td.text")]
     assert PAYLOADS[0] in codes
