@@ -93,11 +93,12 @@ $(CHROMEDRIVER):
 
 chromium: $(CHROMEDRIVER)
 
-# The docs' pictures of the console (docs/console.md): the screenshots tests/console took last,
-# under build/console/, copied beside the page.
+# The docs' pictures of the console (docs/console.md): the screenshots the last run of
+# tests/console (the pages) and tests/glue (the report, in the console and as a file) took under
+# build/console/, each one the page shows copied beside it.
 console-screenshots:
-	test -n "$$(ls build/console/*.png 2>/dev/null)" || $(BIN)/python -m pytest -p no:cacheprovider -q tests/console
-	mkdir -p docs/images && cp build/console/*.png docs/images/
+	mkdir -p docs/images
+	for image in $$(grep -o 'images/[a-z-]*\.png' docs/console.md | sort -u); do cp build/console/$${image#images/} docs/$$image; done
 
 # cfn-lint and checkov, which tests/cdk/test_scanners.py runs over every environment's
 # template: a virtualenv of their own, because checkov pins libraries the project pins differently.
