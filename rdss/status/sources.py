@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from rdss.deployment.topology import RDSS, Deployment
+from rdss.deployment.topology import Deployment
 from rdss.status import series
 from rdss.status.snapshot import DEFAULT_LIMIT, Snapshot
 
@@ -90,17 +88,7 @@ class ConsoleSource:
         return {"lines": lines, "ok": ok, "batches": batches}
 
     def _named(self) -> Deployment:
-        """The deployment with the bucket names its broker was given (CloudFormation names them
-        on AWS); the topology's own names where no function says otherwise (the local runtime)."""
-        deployment = self.deployment
-        try:
-            configuration = self.client("lambda").get_function_configuration(FunctionName=deployment.function("broker"))
-        except (ClientError, BotoCoreError):
-            return deployment
-        variables = (configuration.get("Environment") or {}).get("Variables") or {}
-        buckets = {
-            b.name: variables[f"RDSS_BUCKET_{b.name.upper()}"]
-            for b in RDSS.buckets
-            if f"RDSS_BUCKET_{b.name.upper()}" in variables
-        }
-        return Deployment(deployment.environment, prefix=deployment.prefix, bucket_names=buckets)
+        """The deployment with its buckets' names as its functions were told (as rdss redrive reads them)."""
+        from rdss.processors.redrive import deployed_names
+
+        return deployed_names(self.deployment, self.client("lambda"))
