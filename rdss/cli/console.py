@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss.aws.failures import describe
 from rdss.cli.common import CommandError, aws_deployment, deployment_command, file_name, whole_number
 
 
@@ -51,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--report {args.report}: no summary.json there (give the report job's output directory)")
     target = aws_deployment(args.url, "console")
     source = ConsoleSource(target.deployment, target.client, limit=args.limit, report=report)
+    try:  # a deployment that is not there (or cannot be reached) is said now, not on every page
+        target.client("kinesis").describe_stream_summary(StreamName=target.deployment.stream("input"))
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(f"cannot read deployment {target.deployment.environment}: {describe(error)}") from error
     try:
         server, settings = serve(source, allow_actions=args.allow_actions, port=args.port)
     except OSError as error:

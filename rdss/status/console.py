@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from botocore.exceptions import BotoCoreError, ClientError
 from flask import Flask, Response, abort, redirect, render_template, request, send_file
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from rdss.analytics import report as analytics_report
+from rdss.aws.failures import describe
 from rdss.host.resources import chart_js
 from rdss.status.sources import ConsoleSource
 
@@ -120,6 +122,12 @@ def create_app(source: ConsoleSource, settings: Settings, pages: tuple[Page, ...
         response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
         response.headers["Cross-Origin-Resource-Policy"] = "same-origin"
         return response
+
+    @app.errorhandler(ClientError)
+    @app.errorhandler(BotoCoreError)
+    def unreadable(error: Exception) -> Response:
+        # the deployment went away or cannot be reached: said as the page, not a traceback
+        return Response(f"cannot read the deployment: {describe(error)}\n", status=502, mimetype="text/plain")
 
     @app.context_processor
     def common() -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from rdss.deployment.topology import Deployment
 from rdss.status import console
@@ -124,3 +125,16 @@ def test_an_action_from_the_page_itself_runs() -> None:
     assert answer.status_code == 200, answer.data
     assert source.redriven == ["broker"]
     assert b"redrove 1 parked batch(es)" in answer.data
+
+
+def test_a_deployment_gone_is_one_line_not_a_traceback() -> None:
+    class Gone(Recorded):
+        def status(self) -> dict[str, Any]:
+            raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "no stream"}}, "ListShards")
+
+    settings = console.Settings(port=8765)
+    test = console.create_app(Gone(), settings).test_client()
+    test.set_cookie(console.COOKIE, settings.token, domain="127.0.0.1")
+    answer = test.get("/", **BASE)
+    assert answer.status_code == 502
+    assert answer.data == b"cannot read the deployment: ResourceNotFoundException: no stream\n"
