@@ -30,8 +30,8 @@ class Channels(Construct):
                 stream_name=deployment.stream(channel.name),
                 encryption=kinesis.StreamEncryption.KMS,
                 encryption_key=key,
-                # The spec's channel TTL (168 h); dev keeps 24 h, the price of a shard without
-                # extended retention.
+                # 24 h by default: a shard's base retention, no extended-retention charge. The
+                # spec's channel TTL (168 h) is kept by the archive, which rdss replay sends again.
                 retention_period=cdk.Duration.hours(config.stream_retention_hours),
                 stream_mode=kinesis.StreamMode.ON_DEMAND if capacity.on_demand else kinesis.StreamMode.PROVISIONED,
                 shard_count=None if capacity.on_demand else shards[channel.name],

@@ -49,4 +49,5 @@ class RdssStack(cdk.Stack):
             streams=self.messaging.channels.streams,
             tables=self.messaging.state.tables,
             key=self.messaging.data_key.key,
+            tenant_jisc_id=config.tenant_jisc_id,
         )

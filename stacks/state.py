@@ -63,8 +63,8 @@ class StateTables(Construct):
                 self.tables[spec.name],
                 f"{NIST}-DynamoDBInBackupPlan",
                 f"{deployment.table(spec.name)} has point-in-time recovery (any second of the last 35 days); its items "
-                "(claims, sequence progress, checkpoints) lose their meaning once the channels' 7-day retention has "
-                "passed, so a longer AWS Backup plan would keep nothing that could be used",
+                "(claims, sequence progress, checkpoints, replays' progress) lose their meaning within 35 days, so a "
+                "longer AWS Backup plan would keep nothing that could be used",
             )
 
     @staticmethod

@@ -46,6 +46,7 @@ class VendorRole(Construct):
         streams: Mapping[str, kinesis.IStream],
         tables: Mapping[str, dynamodb.ITable],
         key: kms.IKey,
+        tenant_jisc_id: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -87,6 +88,9 @@ class VendorRole(Construct):
         output("Group", self.access.group, "its consumer group (the gateway's application name)")
         output("Writes", ",".join(self.access.writes), "channels it may write")
         output("Reads", ",".join(self.access.reads), "channels it may read")
+        output("Version", settings.reads, "the Message API version its application reads (its gateway's reads)")
+        if tenant_jisc_id is not None:
+            output("TenantJiscId", str(tenant_jisc_id), "the tenantJiscID of messages its gateway translates to 4.0.0")
         for channel in dict.fromkeys((*self.access.writes, *self.access.reads)):
             camel = channel.capitalize()
             output(f"{camel}StreamName", streams[channel].stream_name, f"the {channel} channel's stream")
@@ -106,6 +110,7 @@ class Vendors(Construct):
         streams: Mapping[str, kinesis.IStream],
         tables: Mapping[str, dynamodb.ITable],
         key: kms.IKey,
+        tenant_jisc_id: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.roles = {
@@ -118,6 +123,7 @@ class Vendors(Construct):
                 streams=streams,
                 tables=tables,
                 key=key,
+                tenant_jisc_id=tenant_jisc_id,
             )
             for name, settings in vendors.items()
         }

@@ -13,7 +13,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -85,30 +85,23 @@ class DeliveryReport:
         return not self.failed
 
 
+@dataclass(eq=False)
 class PutRecordsBatcher:
     """Puts records with as few PutRecords calls as the limits allow, retrying failed entries."""
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        sleep: Callable[[float], None] = time.sleep,
-        max_record_bytes: int = MAX_RECORD_BYTES,
-        logger: logging.Logger | None = None,
-        retry_on: Callable[[BaseException], bool] = transient,
-    ) -> None:
-        """
-        Args:
-            retry_on: which failures of a whole call are worth another attempt (default
-                :func:`rdss.aws.failures.transient`; a gateway adds a connection lost after its
-                endpoint answered, :class:`rdss.aws.failures.Answered`).
-        """
-        self.client = client
-        self.retry_on = retry_on
-        self.backoff = backoff
-        self.sleep = sleep
-        self.max_record_bytes = max_record_bytes
+    client: Any
+    _: KW_ONLY
+    backoff: Backoff = DEFAULT_BACKOFF
+    sleep: Callable[[float], None] = time.sleep
+    max_record_bytes: int = MAX_RECORD_BYTES
+    logger: InitVar[logging.Logger | None] = None
+    #: Which failures of a whole call are worth another attempt (default
+    #: :func:`rdss.aws.failures.transient`; a gateway adds a connection lost after its endpoint
+    #: answered, :class:`rdss.aws.failures.Answered`).
+    retry_on: Callable[[BaseException], bool] = transient
+    log: logging.Logger = field(init=False)
+
+    def __post_init__(self, logger: logging.Logger | None) -> None:
         self.log = logger or _log
 
     def put(self, records: Iterable[Record]) -> DeliveryReport:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import orjson
 
 from rdss.archive import entries as archive
+from rdss.bench.figures import Measured
 from rdss.model.workload import Workload
 
 #: Firehose bills ingestion per record rounded up to this (Direct PUT and Kinesis source alike).
@@ -48,7 +48,7 @@ class Batch:
 
 
 @dataclass
-class Figures:
+class Figures(Measured):
     messages: int
     raw_bytes_per_record: float
     entry_bytes_per_record: float
@@ -56,9 +56,6 @@ class Figures:
     stored_bytes_per_record_before: float
     records_per_invocation_limit: int
     batches: list[Batch] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run(messages: int = 10_000, *, seed: int = 7) -> Figures:

@@ -15,12 +15,13 @@ import logging
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.bench.figures import Measured
 from rdss.deployment.topology import Deployment, from_environment
 from rdss.model.workload import Workload
 from rdss.processors.broker import Broker
@@ -42,7 +43,7 @@ _DATA_PLANE = {
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     records: int
     batch: int
     seconds: float
@@ -56,13 +57,6 @@ class Figures:
     @property
     def calls_per_1000(self) -> float:
         return sum(self.calls.values()) * 1000 / self.records
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "records_per_second": self.records_per_second,
-            "calls_per_1000": self.calls_per_1000,
-        }
 
 
 def events(count: int, batch: int, seed: int = 11, first: int = 0) -> list[dict[str, Any]]:

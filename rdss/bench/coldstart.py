@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from rdss.bench.figures import Measured
 from rdss.deployment.topology import RDSS, Deployment
 from rdss.host import resources
 
 
 @dataclass(frozen=True)
-class ColdStart:
+class ColdStart(Measured):
     function: str
     #: the deployed (arm64) asset, zipped as Lambda receives it
     zipped_bytes: int
@@ -47,9 +48,6 @@ class ColdStart:
 
     #: Init Durations (ms) of the deployed function's REPORT lines, when asked for
     init_durations_ms: tuple[float, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def lambda_environment(processor: str, task_root: str) -> dict[str, str]:

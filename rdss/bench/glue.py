@@ -18,12 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
+from rdss.bench.figures import Measured
 from rdss.bench.glue_archive import Archive, write_archive
 from rdss.bench.glue_inprocess import compact_in_process
 from rdss.host.resources import glue_jobs_dir
@@ -32,7 +32,7 @@ from rdss.host.resources import glue_jobs_dir
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     records: int
     gzip_bytes: int
     objects: int
@@ -59,14 +59,6 @@ class Figures:
     @property
     def single_process_per_s(self) -> float:
         return self.records / self.single_process_seconds
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "spark_per_s": self.spark_per_s,
-            "scaling_ratio": self.scaling_ratio,
-            "single_process_per_s": self.single_process_per_s,
-        }
 
 
 def run_job(

@@ -15,15 +15,17 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rdss.bench.figures import Measured
 
 TARGET_PERCENT = 2.0
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     seconds: float
     cpu_seconds: float
     settle_seconds: float
@@ -33,7 +35,7 @@ class Figures:
         return 100 * self.cpu_seconds / self.seconds
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "percent_of_one_core": self.percent_of_one_core, "target_percent": TARGET_PERCENT}
+        return {**super().as_dict(), "target_percent": TARGET_PERCENT}
 
 
 def cpu_seconds(pid: int) -> float:

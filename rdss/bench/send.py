@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from rdss.bench.figures import Measured
 from rdss.deployment.topology import Deployment
 from rdss.model.messages import Message
 from rdss.model.workload import Workload
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     messages: int
     mean_bytes: float
     shards: int
@@ -47,15 +48,6 @@ class Figures:
     @property
     def calls_per_1000(self) -> float:
         return sum(self.calls.values()) * 1000 / self.messages
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "messages_per_second": self.messages_per_second,
-            "put_records_calls": self.put_records_calls,
-            "put_records_per_1000": self.put_records_per_1000,
-            "calls_per_1000": self.calls_per_1000,
-        }
 
 
 def _client(endpoint: Any, service: str) -> Any:

@@ -20,10 +20,11 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rdss.bench.figures import Measured
 from rdss.deployment.topology import Deployment
 
 
@@ -46,15 +47,12 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Measured):
     puts: int
     compact_every: int
     before: Phase
     after: Phase
     trace_seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class _Errors(logging.Handler):

@@ -55,7 +55,23 @@ def register(commands: Any) -> None:
         help="the published rdss-spec-3.0.2 directory (default: $RDSS_REFERENCE_SCHEMAS, else one of that name found "
         "beside the checkout, up to two levels below a directory it lies in)",
     )
-    check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validator")
+    check.add_argument(
+        "--reference-schemas-4",
+        type=Path,
+        metavar="DIR",
+        help="the published rdss-spec-4.0.0 directory (default: $RDSS_REFERENCE_SCHEMAS_4, else one of that name found "
+        "as rdss-spec-3.0.2 is)",
+    )
+    check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validators")
+
+    translating = benchmark(
+        "translate",
+        "the Message Translators, 3.0.2 <-> 4.0.0, beside the classifier",
+        run_translate,
+        ("--messages", 2000, "messages"),
+    )
+    translating.add_argument("--seed", type=whole_number(0), default=7)
+    translating.add_argument("--rounds", type=whole_number(1, 1000), default=5, help="timed passes; the median")
 
     glue = benchmark(
         "glue",
@@ -214,38 +230,87 @@ def register(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Time the classifier (rdss.model.validation.validate) on realistic generated messages, beside orjson's parse alone
-    and the reference validator (jsonschema Draft 4 with formats over the published RDSS 3.0.2 schemas, which are not
-    part of this package: --reference-schemas DIR, $RDSS_REFERENCE_SCHEMAS, else a directory of that name beside a
-    checkout; without them the reference is left out, as with --no-reference). The median of --rounds passes.
+    """Time the classifier (rdss.model.validation.validate) on realistic generated messages of each version it judges
+    (3.0.2 and 4.0.0, side by side), beside orjson's parse alone and each version's reference validator (jsonschema
+    with formats over the published schemas: Draft 4 for 3.0.2, Draft 6 for 4.0.0). The published schemas are not part
+    of this package: --reference-schemas DIR and --reference-schemas-4 DIR, $RDSS_REFERENCE_SCHEMAS and
+    $RDSS_REFERENCE_SCHEMAS_4, else directories of those names beside a checkout; a version without them is measured
+    without its reference, as with --no-reference. The median of --rounds passes.
     """
     from rdss.bench import reference, validate
 
     _at_least_one(args, "messages")
-    location = None
+    locations: list[Path | None] = [None, None]
     if not args.no_reference:
-        location = args.reference_schemas or reference.default_location()
-        if location is None:
-            print(
-                "rdss bench validate: the published schemas are not here (--reference-schemas DIR or "
-                "$RDSS_REFERENCE_SCHEMAS): measuring without the reference validator, as --no-reference",
-                file=sys.stderr,
-            )
-    figures = validate.run(args.messages, seed=args.seed, rounds=args.rounds, reference=location)
+        found = (
+            (
+                "3.0.2",
+                "--reference-schemas",
+                "RDSS_REFERENCE_SCHEMAS",
+                args.reference_schemas,
+                reference.default_location,
+            ),
+            (
+                "4.0.0",
+                "--reference-schemas-4",
+                "RDSS_REFERENCE_SCHEMAS_4",
+                args.reference_schemas_4,
+                reference.default_location_4,
+            ),
+        )
+        for index, (version, option, variable, given, default) in enumerate(found):
+            locations[index] = given or default()
+            if locations[index] is None:
+                print(
+                    f"rdss bench validate: the published {version} schemas are not here ({option} DIR or "
+                    f"${variable}): measuring {version} without its reference validator, as --no-reference",
+                    file=sys.stderr,
+                )
+    comparison = validate.run(
+        args.messages, seed=args.seed, rounds=args.rounds, reference=locations[0], reference_4=locations[1]
+    )
+    if _printed_as_json(args, comparison.as_dict()):
+        return 0
+    three, four = comparison.versions["3.0.2"], comparison.versions["4.0.0"]
+    print(
+        f"{args.messages:,} realistic messages a version, {three.mean_bytes:,.0f} bytes on average (3.0.2), "
+        f"{four.mean_bytes:,.0f} (4.0.0)"
+    )
+    print(f"  {'':<44}{'3.0.2':>12}{'4.0.0':>12}")
+    classifier = "classifier (rdss.model.validation.validate)"
+    print(f"  {classifier:<44}{three.classifier_per_s:>12,.0f}{four.classifier_per_s:>12,.0f}  msg/s")
+    print(f"  {'orjson parse only':<44}{three.orjson_parse_per_s:>12,.0f}{four.orjson_parse_per_s:>12,.0f}  msg/s")
+    print(f"  {'classifier / parse-only':<44}{three.fraction_of_parse:>12.0%}{four.fraction_of_parse:>12.0%}")
+    if three.reference_per_s is not None or four.reference_per_s is not None:
+        print(
+            f"  {'reference (jsonschema Draft4 | Draft6 + formats)':<44}{_rate(three.reference_per_s):>12}"
+            f"{_rate(four.reference_per_s):>12}  msg/s"
+        )
+        print(f"  {'classifier / reference':<44}{_times(three.times_reference):>12}{_times(four.times_reference):>12}")
+    print(f"  a 4.0.0 message costs {comparison.cost_4_over_3:.2f}x a 3.0.2 one to judge")
+    return 0
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    """Time the Message Translators (rdss.model.translation.translate) both ways on realistic Metadata messages,
+    beside the classifier on the same messages. The median of --rounds passes."""
+    _at_least_one(args, "messages")
+    figures = _bench("translate").run(args.messages, seed=args.seed, rounds=args.rounds)
     if _printed_as_json(args, figures.as_dict()):
         return 0
-    print(f"{figures.messages:,} realistic messages, {figures.mean_bytes:,.0f} bytes on average")
-    print(f"  classifier (rdss.model.validation.validate)  {figures.classifier_per_s:>10,.0f} msg/s")
-    print(
-        f"  orjson parse only                      {figures.orjson_parse_per_s:>10,.0f} msg/s"
-        f"   classifier = {figures.fraction_of_parse:.0%} of parse-only"
-    )
-    if figures.reference_per_s is not None:
-        print(
-            f"  reference (jsonschema Draft4 + formats) {figures.reference_per_s:>9,.0f} msg/s"
-            f"   classifier = {figures.times_reference:,.0f}x reference"
-        )
+    print(f"{figures.messages:,} realistic Metadata messages, {figures.mean_bytes:,.0f} bytes on average")
+    print(f"  3.0.2 -> 4.0.0 (rdss.model.translation.translate)  {figures.up_per_s:>10,.0f} msg/s")
+    print(f"  4.0.0 -> 3.0.2                                     {figures.down_per_s:>10,.0f} msg/s")
+    print(f"  classifier on the 3.0.2 messages                   {figures.classifier_per_s:>10,.0f} msg/s")
     return 0
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}x"
 
 
 def run_archive(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,11 +48,12 @@ from rdss.gateway import (
     TransportError,
     URLError,
 )
-from rdss.gateway.backend import StartPosition
+from rdss.gateway.backend import Delivery, StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
 from rdss.host.display import printable, printable_json, safe
 from rdss.host.inputs import ndjson, read_input
-from rdss.model import jsonkeys
+from rdss.model import jsonkeys, translation
+from rdss.model.canonical import VERSIONS
 from rdss.observability.outside import message_fields
 
 _APPLICATION = "rdss-cli"
@@ -86,6 +87,7 @@ def register(commands: Any) -> None:
     tail.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a record")
     tail.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(tail, _APPLICATION)
+    _add_version_options(tail)
 
     ask = add_command(commands, "request", run_request, help="send a request and print its reply")
     ask.add_argument("file", metavar="FILE", type=file_name)
@@ -99,6 +101,20 @@ def register(commands: Any) -> None:
     ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
     ask.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
     add_gateway_options(ask, _APPLICATION)
+    _add_version_options(ask)
+
+
+def _add_version_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--reads",
+        choices=VERSIONS,
+        metavar="VERSION",
+        help=f"print messages in this version of the Message API, translated where written in another "
+        f"({', '.join(VERSIONS)}; default: as written)",
+    )
+    parser.add_argument(
+        "--tenant-jisc-id", type=int, metavar="ID", help="tenantJiscID of messages translated up to 4.0.0"
+    )
 
 
 def run_send(args: argparse.Namespace) -> int:
@@ -177,12 +193,15 @@ def run_tail(args: argparse.Namespace) -> int:
     seen = 0
     with _gateway(args) as gateway:
         consumer = gateway.transport.consumer(args.channel, group=None, start=start)
+        show = _in_version(args)
         try:
             idle_since = time.monotonic()
             while args.count is None or seen < args.count:
                 deliveries = consumer.poll(100)
                 for delivery in deliveries[: None if args.count is None else args.count - seen]:
-                    sys.stdout.buffer.write(_line(delivery.payload) + b"\n")
+                    shown = show(delivery)
+                    if shown is not None:
+                        sys.stdout.buffer.write(_line(shown) + b"\n")
                     _log.info("Message received", extra=_fields(delivery.payload, args.channel))
                     seen += 1
                 sys.stdout.flush()
@@ -205,13 +224,16 @@ def run_request(args: argparse.Namespace) -> int:
     """
     configure_service_logging(args, args.application)
     payload = _read(args.file)
-    with _gateway(args, reply_poll_interval=args.interval) as gateway:
+    options = {"reads": args.reads, "tenant_jisc_id": args.tenant_jisc_id}
+    with _gateway(args, reply_poll_interval=args.interval, **options) as gateway:
         try:
             reply = gateway.request(payload, args.timeout, reply_to=args.reply_to)
         except MessageRefused as refused:
             raise CommandError(f"{args.file}: {refused}", INVALID) from refused
         except NotARequest as wrong:
             raise CommandError(f"{args.file}: {wrong}", USAGE) from wrong
+        except translation.Untranslatable as error:
+            raise CommandError(f"the reply has no form in {args.reads}: {error.code} {error}", INVALID) from error
         except RequestFailed as failed:  # the reply itself on stdout, the code on stderr
             print_json(failed.reply, indent=True)
             raise CommandError(f"the request failed: {failed}", INVALID) from failed
@@ -219,6 +241,22 @@ def run_request(args: argparse.Namespace) -> int:
             raise CommandError(str(error), INVALID) from error
     print_json(reply, indent=True)
     return 0
+
+
+def _in_version(args: argparse.Namespace) -> Callable[[Delivery], bytes | None]:
+    """What ``tail`` prints of a record: its bytes, or with ``--reads`` the message translated; a
+    record with no form in that version is named on standard error (tail moves nothing)."""
+
+    def show(delivery: Delivery) -> bytes | None:
+        if args.reads is None:
+            return delivery.payload
+        try:
+            return translation.translate(delivery.payload, args.reads, tenant_jisc_id=args.tenant_jisc_id)
+        except translation.Untranslatable as error:
+            print(safe(f"record {delivery.id}: no form in {args.reads}: {error.code} {error}"), file=sys.stderr)
+            return None
+
+    return show
 
 
 @contextmanager

@@ -77,7 +77,7 @@ def register(commands: Any) -> None:
         default=[],
         metavar="NAME:produces|NAME:consumes=CHANNEL,...",
         help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME prints its gateway "
-        "configuration); repeatable",
+        "configuration); :reads=4.0.0 for the Message API version its application reads; repeatable",
     )
     up.set_defaults(run=run_up)
 

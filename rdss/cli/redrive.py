@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     target = aws_deployment(args.url, "redrive")
     try:
-        deployment = _deployment(target)
+        deployment = deployment_names(target)
         redriver = Redriver(
             deployment,
             sqs=target.client("sqs"),
@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else INVALID
 
 
-def _deployment(target: AwsDeployment) -> Deployment:
-    """The deployment's names, its buckets' as its functions were told (rdss.processors.redrive)."""
+def deployment_names(target: AwsDeployment) -> Deployment:
+    """The deployment's names, its buckets' as its functions were told (CloudFormation names
+    them on AWS; rdss.processors.redrive.deployed_names, which the console reads them with too)."""
     from rdss.processors.redrive import deployed_names
 
     return deployed_names(target.deployment, target.client("lambda"))

@@ -30,6 +30,7 @@ from rdss.cli.common import (
 )
 from rdss.deployment.vendors import output_key
 from rdss.host.display import PrintableLines
+from rdss.model.canonical import V3
 
 #: Where ``cdk synth`` writes (``make synth ENV=...``).
 CDK_OUT = Path("cdk.out")
@@ -85,6 +86,10 @@ class GatewayConfig:
     #: The gateway's Local Data Repository (the URL's ``ldr=``): the vendor's own store, never
     #: the deployment's ``messages`` table, which its role cannot reach.
     ldr: str
+    #: The Message API version its application reads (``Gateway(..., reads=)``; cdk.json ``reads``).
+    version: str = V3
+    #: The tenantJiscID its gateway gives messages translated up to 4.0.0 (None: not set).
+    tenant_jisc_id: int | None = None
 
 
 def default_ldr(environment: str, prefix: str = "rdss") -> str:
@@ -154,6 +159,9 @@ def gateway_config(
         writes={c: streams[c] for c in channels["writes"]},
         reads={c: streams[c] for c in channels["reads"]},
         ldr=params["ldr"],
+        # stacks deployed before versions were declared have neither output: 3.0.2, no tenant
+        version=outputs.get(output_key(name, "Version"), V3),
+        tenant_jisc_id=int(tenant) if (tenant := outputs.get(output_key(name, "TenantJiscId"))) else None,
     )
 
 
@@ -283,6 +291,9 @@ def run_config(args: argparse.Namespace) -> int:
     for kind, channels in (("writes", config.writes), ("reads", config.reads)):
         listed = ", ".join(f"{channel} ({stream})" for channel, stream in channels.items()) or "nothing"
         out.write(f"# {kind}: {listed}\n")
+    tenant = "" if config.tenant_jisc_id is None else f", tenant_jisc_id={config.tenant_jisc_id}"
+    out.write(f"# reads Message API {config.version}: Gateway(url, ..., reads={config.version!r}{tenant}),\n")
+    out.write(f"#   or rdss tail/request --reads {config.version}\n")
     out.write(f"# Local Data Repository: ldr={config.ldr}\n")
     out.write("#   outside AWS a SQLite file on the gateway's host (the default); a gateway running in AWS names\n")
     out.write("#   a DynamoDB table of the vendor's own (--ldr dynamodb://TABLE; partition key messageId, TTL\n")

@@ -149,6 +149,15 @@ def _sqs_consumers(loads: dict[str, ChannelLoad]) -> float:
     return requests
 
 
+def _sqs_requests(bill: Bill, per_second: float, explained: str) -> None:
+    """The peer's SQS requests, ``per_second`` (``explained``: what they add up from), priced a month."""
+    bill.add(
+        "SQS requests",
+        per_month(per_second) / 1e6 * usd("sqs.requests"),
+        f"{explained} x month / 1e6 x ${usd('sqs.requests')}",
+    )
+
+
 def _monitoring(bill: Bill, functions: int, alarms: int, figures: Figures) -> None:
     bill.add(
         "CloudWatch metrics, alarms and dashboard",
@@ -195,11 +204,11 @@ def _sqs_powertools(bill: Bill, settings: EnvironmentConfig, loads: dict[str, Ch
     route = (rate / n) * reached if n else 0.0
     consume = _sqs_consumers(loads)
     requests = produce + polling + route + consume
-    bill.add(
-        "SQS requests",
-        per_month(requests) / 1e6 * usd("sqs.requests"),
+    _sqs_requests(
+        bill,
+        requests,
         f"({produce:.4g} sends + {polling:.4g} receives, deletes and idle polls ({n:.3g} messages an invocation)"
-        f" + {route:.4g} routed sends + {consume:.4g} consumers') /s x month / 1e6 x ${usd('sqs.requests')}",
+        f" + {route:.4g} routed sends + {consume:.4g} consumers') /s",
     )
     _router_items(bill, settings, function, rate, figures)
     archived = {c: loads[c] for c in ("input", "invalid", "error")}
@@ -238,11 +247,10 @@ def _eventbridge(bill: Bill, settings: EnvironmentConfig, loads: dict[str, Chann
     # EventBridge sends each event to its target queue one message at a time
     delivered = rate + valid
     requests = delivered + polling + _sqs_consumers(loads)
-    bill.add(
-        "SQS requests",
-        per_month(requests) / 1e6 * usd("sqs.requests"),
-        f"({delivered:.4g} deliveries + {polling:.4g} receives and deletes + consumers') = {requests:.4g}/s"
-        f" x month / 1e6 x ${usd('sqs.requests')}",
+    _sqs_requests(
+        bill,
+        requests,
+        f"({delivered:.4g} deliveries + {polling:.4g} receives and deletes + consumers') = {requests:.4g}/s",
     )
     _router_items(bill, settings, function, rate, figures)
     errors = {c: loads[c] for c in ("invalid", "error")}

@@ -1,4 +1,4 @@
-"""The prices the cost model uses: AWS list prices per region, one table a region, one place.
+"""The prices the cost model uses: AWS list prices per region, a row an item, a column a region.
 
 Each price names the AWS pricing page it comes from (the page's region selector gives the
 region's figure) and the date it is taken as of, :data:`AS_OF`, so that a bill prices every item
@@ -49,138 +49,96 @@ _GLUE = "https://aws.amazon.com/glue/pricing/"
 _PRIVATELINK = "https://aws.amazon.com/privatelink/pricing/"
 #: The date every price is taken as of (ISO 8601).
 AS_OF = "2025-06-01"
-_AS_OF = AS_OF
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One priced item: its unit, its pricing page, and its list price in each region of
+    :data:`_REGION_CODES`, in that order (the page's region selector gives each)."""
+
+    unit: str
+    source: str
+    usd: tuple[float, ...]
+    note: str = ""
+
+
+#: The regions priced: the columns of :data:`_ITEMS`.
+_REGION_CODES = ("us-east-1", "eu-west-2")
+#: Every item the model prices, once: its unit, page and note are the same in every region, only
+#: the figure differs (so that a region cannot lack an item, or name it otherwise).
+_ITEMS: dict[str, _Item] = {
+    # Kinesis Data Streams
+    "kinesis.shard_hour": _Item("shard-hour", _KINESIS, (0.015, 0.0176), "provisioned mode"),
+    "kinesis.extended_retention": _Item(
+        "shard-hour", _KINESIS, (0.02, 0.0235), "provisioned, retention over 24 h and up to 7 days"
+    ),
+    "kinesis.put_payload_units": _Item("million 25 KB units", _KINESIS, (0.014, 0.0165), "provisioned mode"),
+    "kinesis.on_demand_stream_hour": _Item("stream-hour", _KINESIS, (0.04, 0.047)),
+    "kinesis.on_demand_data_in": _Item("GB", _KINESIS, (0.08, 0.094), "each record rounded up to 1 KB"),
+    "kinesis.on_demand_data_out": _Item("GB", _KINESIS, (0.04, 0.047), "every reader's retrievals"),
+    "kinesis.on_demand_extended_retention": _Item("GB-month", _KINESIS, (0.1, 0.118), "over 24 h and up to 7 days"),
+    # DynamoDB (Standard table class)
+    "dynamodb.write_request_units": _Item(
+        "million WRU", _DYNAMODB, (0.625, 0.7425), "on-demand, after the 1 Nov 2024 price cut"
+    ),
+    "dynamodb.read_request_units": _Item("million RRU", _DYNAMODB, (0.125, 0.1485), "on-demand"),
+    "dynamodb.wcu_hour": _Item("WCU-hour", _DYNAMODB, (0.00065, 0.000772), "provisioned"),
+    "dynamodb.rcu_hour": _Item("RCU-hour", _DYNAMODB, (0.00013, 0.0001544), "provisioned"),
+    "dynamodb.storage": _Item("GB-month", _DYNAMODB, (0.25, 0.2575), "first 25 GB free, not counted here"),
+    "dynamodb.pitr": _Item("GB-month", _DYNAMODB, (0.2, 0.206), "continuous backups (point-in-time recovery)"),
+    # Lambda (arm64, the processors' architecture): London's request and duration prices are N. Virginia's
+    "lambda.requests": _Item("million requests", _LAMBDA, (0.2, 0.2)),
+    "lambda.arm64_duration": _Item("GB-second", _LAMBDA, (0.0000133334, 0.0000133334), "first tier (6 billion GB-s)"),
+    # Firehose
+    "firehose.ingestion": _Item(
+        "GB", _FIREHOSE, (0.029, 0.031), "Direct PUT and Kinesis source, first 500 TB; each record rounded up to 5 KB"
+    ),
+    "firehose.msk_ingestion": _Item(
+        "GB", _FIREHOSE, (0.055, 0.059), "Amazon MSK source, no rounding (the least certain price here: verify)"
+    ),
+    # S3
+    "s3.standard": _Item("GB-month", _S3, (0.023, 0.024), "first 50 TB"),
+    "s3.standard_ia": _Item("GB-month", _S3, (0.0125, 0.0131), "128 KB minimum object size, 30-day minimum"),
+    "s3.glacier_ir": _Item("GB-month", _S3, (0.004, 0.005), "Glacier Instant Retrieval, 90-day minimum"),
+    "s3.deep_archive": _Item("GB-month", _S3, (0.00099, 0.0018), "Glacier Deep Archive, 180-day minimum"),
+    "s3.put_requests": _Item("thousand requests", _S3, (0.005, 0.0053), "PUT, COPY, POST, LIST"),
+    "s3.transition_ia": _Item("thousand transitions", _S3, (0.01, 0.01), "lifecycle transition to Standard-IA"),
+    "s3.transition_glacier_ir": _Item("thousand transitions", _S3, (0.02, 0.02), "to Glacier Instant Retrieval"),
+    "s3.transition_deep_archive": _Item("thousand transitions", _S3, (0.05, 0.054), "to Glacier Deep Archive"),
+    # CloudWatch, X-Ray, KMS, Glue
+    "logs.ingestion": _Item("GB", _CLOUDWATCH, (0.5, 0.5985), "Standard log class, first tier"),
+    "logs.storage": _Item("GB-month", _CLOUDWATCH, (0.03, 0.0315), "archived (compressed) bytes"),
+    "cloudwatch.metrics": _Item("metric-month", _CLOUDWATCH, (0.3, 0.3), "custom metrics, first 10,000"),
+    "cloudwatch.alarms": _Item("alarm-month", _CLOUDWATCH, (0.1, 0.1), "standard resolution, one metric"),
+    "cloudwatch.dashboards": _Item("dashboard-month", _CLOUDWATCH, (3.0, 3.0)),
+    "xray.traces": _Item("million traces recorded", _XRAY, (5.0, 5.0)),
+    "kms.keys": _Item("key-month", _KMS, (1.0, 1.0), "customer managed"),
+    "kms.requests": _Item("10,000 requests", _KMS, (0.03, 0.03)),
+    "glue.dpu_hour": _Item("DPU-hour", _GLUE, (0.44, 0.47), "Spark jobs, 1 min minimum"),
+    # the peers' services
+    "sqs.requests": _Item("million requests", _SQS, (0.4, 0.4), "standard queues; each 64 KB of a request is one"),
+    "eventbridge.custom_events": _Item("million events", _EVENTBRIDGE, (1.0, 1.0), "each 64 KB is one event"),
+    "eventbridge.archive_processed": _Item("GB", _EVENTBRIDGE, (0.1, 0.1), "events archived"),
+    "eventbridge.archive_storage": _Item("GB-month", _EVENTBRIDGE, (0.023, 0.024)),
+    "msk_serverless.cluster_hour": _Item("cluster-hour", _MSK, (0.75, 0.84)),
+    "msk_serverless.partition_hour": _Item("partition-hour", _MSK, (0.0015, 0.0017)),
+    "msk_serverless.storage": _Item("GB-month", _MSK, (0.1, 0.11)),
+    "msk_serverless.data_in": _Item("GB", _MSK, (0.1, 0.11)),
+    "msk_serverless.data_out": _Item("GB", _MSK, (0.05, 0.055)),
+    "vpc.interface_endpoint_hour": _Item("endpoint-AZ-hour", _PRIVATELINK, (0.01, 0.011), "interface endpoints"),
+}
+
+
+def _prices(region: str) -> dict[str, Price]:
+    """The price table of one of :data:`_REGION_CODES`."""
+    column = _REGION_CODES.index(region)
+    return {name: Price(item.usd[column], item.unit, item.source, AS_OF, item.note) for name, item in _ITEMS.items()}
+
 
 #: US East (N. Virginia).
-US_EAST_1: dict[str, Price] = {
-    # Kinesis Data Streams
-    "kinesis.shard_hour": Price(0.015, "shard-hour", _KINESIS, _AS_OF, "provisioned mode"),
-    "kinesis.extended_retention": Price(
-        0.020, "shard-hour", _KINESIS, _AS_OF, "provisioned, retention over 24 h and up to 7 days"
-    ),
-    "kinesis.put_payload_units": Price(0.014, "million 25 KB units", _KINESIS, _AS_OF, "provisioned mode"),
-    "kinesis.on_demand_stream_hour": Price(0.04, "stream-hour", _KINESIS, _AS_OF),
-    "kinesis.on_demand_data_in": Price(0.08, "GB", _KINESIS, _AS_OF, "each record rounded up to 1 KB"),
-    "kinesis.on_demand_data_out": Price(0.04, "GB", _KINESIS, _AS_OF, "every reader's retrievals"),
-    "kinesis.on_demand_extended_retention": Price(0.10, "GB-month", _KINESIS, _AS_OF, "over 24 h and up to 7 days"),
-    # DynamoDB (Standard table class)
-    "dynamodb.write_request_units": Price(
-        0.625, "million WRU", _DYNAMODB, _AS_OF, "on-demand, after the 1 Nov 2024 price cut"
-    ),
-    "dynamodb.read_request_units": Price(0.125, "million RRU", _DYNAMODB, _AS_OF, "on-demand"),
-    "dynamodb.wcu_hour": Price(0.00065, "WCU-hour", _DYNAMODB, _AS_OF, "provisioned"),
-    "dynamodb.rcu_hour": Price(0.00013, "RCU-hour", _DYNAMODB, _AS_OF, "provisioned"),
-    "dynamodb.storage": Price(0.25, "GB-month", _DYNAMODB, _AS_OF, "first 25 GB free, not counted here"),
-    "dynamodb.pitr": Price(0.20, "GB-month", _DYNAMODB, _AS_OF, "continuous backups (point-in-time recovery)"),
-    # Lambda (arm64, the processors' architecture)
-    "lambda.requests": Price(0.20, "million requests", _LAMBDA, _AS_OF),
-    "lambda.arm64_duration": Price(0.0000133334, "GB-second", _LAMBDA, _AS_OF, "first tier (6 billion GB-s)"),
-    # Firehose
-    "firehose.ingestion": Price(
-        0.029, "GB", _FIREHOSE, _AS_OF, "Direct PUT and Kinesis source, first 500 TB; each record rounded up to 5 KB"
-    ),
-    "firehose.msk_ingestion": Price(
-        0.055, "GB", _FIREHOSE, _AS_OF, "Amazon MSK source, no rounding (the least certain price here: verify)"
-    ),
-    # S3
-    "s3.standard": Price(0.023, "GB-month", _S3, _AS_OF, "first 50 TB"),
-    "s3.standard_ia": Price(0.0125, "GB-month", _S3, _AS_OF, "128 KB minimum object size, 30-day minimum"),
-    "s3.glacier_ir": Price(0.004, "GB-month", _S3, _AS_OF, "Glacier Instant Retrieval, 90-day minimum"),
-    "s3.deep_archive": Price(0.00099, "GB-month", _S3, _AS_OF, "Glacier Deep Archive, 180-day minimum"),
-    "s3.put_requests": Price(0.005, "thousand requests", _S3, _AS_OF, "PUT, COPY, POST, LIST"),
-    "s3.transition_ia": Price(0.01, "thousand transitions", _S3, _AS_OF, "lifecycle transition to Standard-IA"),
-    "s3.transition_glacier_ir": Price(0.02, "thousand transitions", _S3, _AS_OF, "to Glacier Instant Retrieval"),
-    "s3.transition_deep_archive": Price(0.05, "thousand transitions", _S3, _AS_OF, "to Glacier Deep Archive"),
-    # CloudWatch, X-Ray, KMS, Glue
-    "logs.ingestion": Price(0.50, "GB", _CLOUDWATCH, _AS_OF, "Standard log class, first tier"),
-    "logs.storage": Price(0.03, "GB-month", _CLOUDWATCH, _AS_OF, "archived (compressed) bytes"),
-    "cloudwatch.metrics": Price(0.30, "metric-month", _CLOUDWATCH, _AS_OF, "custom metrics, first 10,000"),
-    "cloudwatch.alarms": Price(0.10, "alarm-month", _CLOUDWATCH, _AS_OF, "standard resolution, one metric"),
-    "cloudwatch.dashboards": Price(3.00, "dashboard-month", _CLOUDWATCH, _AS_OF),
-    "xray.traces": Price(5.00, "million traces recorded", "https://aws.amazon.com/xray/pricing/", _AS_OF),
-    "kms.keys": Price(1.00, "key-month", "https://aws.amazon.com/kms/pricing/", _AS_OF, "customer managed"),
-    "kms.requests": Price(0.03, "10,000 requests", "https://aws.amazon.com/kms/pricing/", _AS_OF),
-    "glue.dpu_hour": Price(
-        0.44, "DPU-hour", "https://aws.amazon.com/glue/pricing/", _AS_OF, "Spark jobs, 1 min minimum"
-    ),
-    # the peers' services
-    "sqs.requests": Price(0.40, "million requests", _SQS, _AS_OF, "standard queues; each 64 KB of a request is one"),
-    "eventbridge.custom_events": Price(1.00, "million events", _EVENTBRIDGE, _AS_OF, "each 64 KB is one event"),
-    "eventbridge.archive_processed": Price(0.10, "GB", _EVENTBRIDGE, _AS_OF, "events archived"),
-    "eventbridge.archive_storage": Price(0.023, "GB-month", _EVENTBRIDGE, _AS_OF),
-    "msk_serverless.cluster_hour": Price(0.75, "cluster-hour", _MSK, _AS_OF),
-    "msk_serverless.partition_hour": Price(0.0015, "partition-hour", _MSK, _AS_OF),
-    "msk_serverless.storage": Price(0.10, "GB-month", _MSK, _AS_OF),
-    "msk_serverless.data_in": Price(0.10, "GB", _MSK, _AS_OF),
-    "msk_serverless.data_out": Price(0.05, "GB", _MSK, _AS_OF),
-    "vpc.interface_endpoint_hour": Price(
-        0.01, "endpoint-AZ-hour", "https://aws.amazon.com/privatelink/pricing/", _AS_OF, "interface endpoints"
-    ),
-}
-
-
+US_EAST_1 = _prices("us-east-1")
 #: Europe (London): the same items, the same pages (their "Europe (London)" figures), the same date.
-EU_WEST_2: dict[str, Price] = {
-    # Kinesis Data Streams
-    "kinesis.shard_hour": Price(0.0176, "shard-hour", _KINESIS, _AS_OF, "provisioned mode"),
-    "kinesis.extended_retention": Price(
-        0.0235, "shard-hour", _KINESIS, _AS_OF, "provisioned, retention over 24 h and up to 7 days"
-    ),
-    "kinesis.put_payload_units": Price(0.0165, "million 25 KB units", _KINESIS, _AS_OF, "provisioned mode"),
-    "kinesis.on_demand_stream_hour": Price(0.047, "stream-hour", _KINESIS, _AS_OF),
-    "kinesis.on_demand_data_in": Price(0.094, "GB", _KINESIS, _AS_OF, "each record rounded up to 1 KB"),
-    "kinesis.on_demand_data_out": Price(0.047, "GB", _KINESIS, _AS_OF, "every reader's retrievals"),
-    "kinesis.on_demand_extended_retention": Price(0.118, "GB-month", _KINESIS, _AS_OF, "over 24 h and up to 7 days"),
-    # DynamoDB (Standard table class)
-    "dynamodb.write_request_units": Price(
-        0.7425, "million WRU", _DYNAMODB, _AS_OF, "on-demand, after the 1 Nov 2024 price cut"
-    ),
-    "dynamodb.read_request_units": Price(0.1485, "million RRU", _DYNAMODB, _AS_OF, "on-demand"),
-    "dynamodb.wcu_hour": Price(0.000772, "WCU-hour", _DYNAMODB, _AS_OF, "provisioned"),
-    "dynamodb.rcu_hour": Price(0.0001544, "RCU-hour", _DYNAMODB, _AS_OF, "provisioned"),
-    "dynamodb.storage": Price(0.2575, "GB-month", _DYNAMODB, _AS_OF, "first 25 GB free, not counted here"),
-    "dynamodb.pitr": Price(0.206, "GB-month", _DYNAMODB, _AS_OF, "continuous backups (point-in-time recovery)"),
-    # Lambda (arm64): London's request and duration prices are N. Virginia's
-    "lambda.requests": Price(0.20, "million requests", _LAMBDA, _AS_OF),
-    "lambda.arm64_duration": Price(0.0000133334, "GB-second", _LAMBDA, _AS_OF, "first tier (6 billion GB-s)"),
-    # Firehose
-    "firehose.ingestion": Price(
-        0.031, "GB", _FIREHOSE, _AS_OF, "Direct PUT and Kinesis source, first 500 TB; each record rounded up to 5 KB"
-    ),
-    "firehose.msk_ingestion": Price(
-        0.059, "GB", _FIREHOSE, _AS_OF, "Amazon MSK source, no rounding (the least certain price here: verify)"
-    ),
-    # S3
-    "s3.standard": Price(0.024, "GB-month", _S3, _AS_OF, "first 50 TB"),
-    "s3.standard_ia": Price(0.0131, "GB-month", _S3, _AS_OF, "128 KB minimum object size, 30-day minimum"),
-    "s3.glacier_ir": Price(0.005, "GB-month", _S3, _AS_OF, "Glacier Instant Retrieval, 90-day minimum"),
-    "s3.deep_archive": Price(0.0018, "GB-month", _S3, _AS_OF, "Glacier Deep Archive, 180-day minimum"),
-    "s3.put_requests": Price(0.0053, "thousand requests", _S3, _AS_OF, "PUT, COPY, POST, LIST"),
-    "s3.transition_ia": Price(0.01, "thousand transitions", _S3, _AS_OF, "lifecycle transition to Standard-IA"),
-    "s3.transition_glacier_ir": Price(0.02, "thousand transitions", _S3, _AS_OF, "to Glacier Instant Retrieval"),
-    "s3.transition_deep_archive": Price(0.054, "thousand transitions", _S3, _AS_OF, "to Glacier Deep Archive"),
-    # CloudWatch, X-Ray, KMS, Glue
-    "logs.ingestion": Price(0.5985, "GB", _CLOUDWATCH, _AS_OF, "Standard log class, first tier"),
-    "logs.storage": Price(0.0315, "GB-month", _CLOUDWATCH, _AS_OF, "archived (compressed) bytes"),
-    "cloudwatch.metrics": Price(0.30, "metric-month", _CLOUDWATCH, _AS_OF, "custom metrics, first 10,000"),
-    "cloudwatch.alarms": Price(0.10, "alarm-month", _CLOUDWATCH, _AS_OF, "standard resolution, one metric"),
-    "cloudwatch.dashboards": Price(3.00, "dashboard-month", _CLOUDWATCH, _AS_OF),
-    "xray.traces": Price(5.00, "million traces recorded", _XRAY, _AS_OF),
-    "kms.keys": Price(1.00, "key-month", _KMS, _AS_OF, "customer managed"),
-    "kms.requests": Price(0.03, "10,000 requests", _KMS, _AS_OF),
-    "glue.dpu_hour": Price(0.47, "DPU-hour", _GLUE, _AS_OF, "Spark jobs, 1 min minimum"),
-    # the peers' services
-    "sqs.requests": Price(0.40, "million requests", _SQS, _AS_OF, "standard queues; each 64 KB of a request is one"),
-    "eventbridge.custom_events": Price(1.00, "million events", _EVENTBRIDGE, _AS_OF, "each 64 KB is one event"),
-    "eventbridge.archive_processed": Price(0.10, "GB", _EVENTBRIDGE, _AS_OF, "events archived"),
-    "eventbridge.archive_storage": Price(0.024, "GB-month", _EVENTBRIDGE, _AS_OF),
-    "msk_serverless.cluster_hour": Price(0.84, "cluster-hour", _MSK, _AS_OF),
-    "msk_serverless.partition_hour": Price(0.0017, "partition-hour", _MSK, _AS_OF),
-    "msk_serverless.storage": Price(0.11, "GB-month", _MSK, _AS_OF),
-    "msk_serverless.data_in": Price(0.11, "GB", _MSK, _AS_OF),
-    "msk_serverless.data_out": Price(0.055, "GB", _MSK, _AS_OF),
-    "vpc.interface_endpoint_hour": Price(0.011, "endpoint-AZ-hour", _PRIVATELINK, _AS_OF, "interface endpoints"),
-}
+EU_WEST_2 = _prices("eu-west-2")
 #: Price tables by region code.
 REGIONS: Mapping[str, Mapping[str, Price]] = {"us-east-1": US_EAST_1, "eu-west-2": EU_WEST_2}
 #: The table :func:`usd` reads outside :func:`priced_in` (a bill always sets its own).

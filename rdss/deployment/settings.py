@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -29,6 +29,7 @@ from rdss.deployment.capacity import Plan, Traffic, plan
 from rdss.deployment.topology import RDSS, Deployment, Topology
 from rdss.deployment.vendors import check_vendor_name, check_vendor_names
 from rdss.host.inputs import InputTooLarge, read_input
+from rdss.model.canonical import V3, VERSIONS
 
 CONTEXT_KEY = "rdss"
 
@@ -222,6 +223,9 @@ class VendorSettings:
     produces: bool = False
     #: Routed channels it reads (``responses`` is always readable, for request-reply).
     consumes: tuple[str, ...] = ()
+    #: The Message API version its application reads (``reads`` in cdk.json): its gateway
+    #: translates every message it receives to this version (rdss.model.translation).
+    reads: str = V3
 
     @property
     def account(self) -> str:
@@ -264,6 +268,9 @@ class EnvironmentConfig:
     #: rate), ``pass-through`` records only what a caller already sampled (a stream-fed function:
     #: nothing), ``disabled`` nothing.
     tracing: str = "active"
+    #: The tenant's Jisc ID: what a message translated up to 4.0.0 carries as ``tenantJiscID``
+    #: (a field 3.0.2 lacks). None: no 3.0.2 message can be translated to 4.0.0 here.
+    tenant_jisc_id: int | None = None
 
     @property
     def retains_data(self) -> bool:
@@ -346,6 +353,12 @@ def _retention(values: Any, where: str) -> RetentionSettings:
     return _build(RetentionSettings, {**values, "buckets": lifecycles}, where)
 
 
+def _tenant(value: Any, where: str) -> int | None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise ConfigError(f"{where}: expected a Jisc ID (a whole number) or null, found {value!r}")
+    return value
+
+
 def _vendors(values: Any, where: str, routed: Sequence[str], environment: str) -> dict[str, VendorSettings]:
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected an object, found {values!r}")
@@ -374,6 +387,8 @@ def _vendors(values: Any, where: str, routed: Sequence[str], environment: str) -
             raise ConfigError(
                 f"{here}.consumes: {unknown} not consumable; vendors read the routed channels {sorted(routed)}"
             )
+        if vendor.reads not in VERSIONS:
+            raise ConfigError(f"{here}.reads: expected one of {list(VERSIONS)}, found {vendor.reads!r}")
         if not vendor.produces and not vendor.consumes:
             raise ConfigError(f"{here}: neither produces nor consumes anything")
         vendors[name] = vendor
@@ -392,6 +407,71 @@ def environment_names(context: Mapping[str, Any]) -> tuple[str, ...]:
 TRACING_MODES = ("active", "pass-through", "disabled")
 #: The architectures a processor function may be built for (stacks.bundling's platforms).
 LAMBDA_ARCHITECTURES = ("arm64", "x86_64")
+
+
+#: The settings that are one object of their own each, by key (``traffic``: a TrafficSettings).
+_SECTIONS: Mapping[str, type] = {
+    "stream_capacity": StreamCapacity,
+    "traffic": TrafficSettings,
+    "table_capacity": TableCapacity,
+    "event_source": EventSourceSettings,
+    "alarms": AlarmThresholds,
+    "archive": ArchiveSettings,
+    "analytics": AnalyticsSettings,
+}
+
+_CAPACITY_MODES = ("on-demand", "provisioned")
+_Rule = tuple[str, Callable[[EnvironmentConfig], bool], Callable[[EnvironmentConfig], str]]
+#: What a built configuration must also hold, in the order checked: the setting named (below the
+#: environment), whether it holds, and what is wrong when it does not. A rule sees the whole
+#: configuration, so one may relate two sections (record attempts and the mapping's retries).
+_RULES: tuple[_Rule, ...] = (
+    (
+        "stream_capacity.mode",
+        lambda c: c.stream_capacity.mode in _CAPACITY_MODES,
+        lambda c: "expected 'on-demand' or 'provisioned'",
+    ),
+    (
+        "stream_capacity.shards",
+        lambda c: all(isinstance(n, int) and n >= 1 for n in c.stream_capacity.shards.values()),
+        lambda c: "expected whole numbers of shards, at least 1",
+    ),
+    (
+        "traffic",
+        lambda c: c.traffic.rate_per_second > 0 and c.traffic.headroom >= 1,
+        lambda c: "rate_per_second must be above 0 and headroom at least 1",
+    ),
+    (
+        "table_capacity",
+        lambda c: c.table_capacity.mode in _CAPACITY_MODES and 0.2 <= c.table_capacity.target_utilization <= 0.9,
+        lambda c: "mode 'on-demand' or 'provisioned', target_utilization 0.2-0.9",
+    ),
+    ("table_capacity.max_scale", lambda c: c.table_capacity.max_scale >= 1, lambda c: "at least 1"),
+    (
+        "stream_retention_hours",
+        lambda c: 24 <= c.stream_retention_hours <= 8760,
+        lambda c: "Kinesis keeps records 24 to 8760 hours",
+    ),
+    (
+        "event_source.record_attempts",
+        lambda c: 1 <= c.event_source.record_attempts <= c.event_source.retry_attempts + 1,
+        lambda c: (
+            f"1 to retry_attempts + 1 ({c.event_source.retry_attempts + 1}), "
+            "so that a record failing every time is moved to error before its batch is parked"
+        ),
+    ),
+    (
+        "lambda_architecture",
+        lambda c: c.lambda_architecture in LAMBDA_ARCHITECTURES,
+        lambda c: f"one of {LAMBDA_ARCHITECTURES}, not {c.lambda_architecture!r}",
+    ),
+    ("tracing", lambda c: c.tracing in TRACING_MODES, lambda c: f"one of {TRACING_MODES}, not {c.tracing!r}"),
+    (
+        "retention.log_days",
+        lambda c: c.retention.log_days in LOG_RETENTION_DAYS,
+        lambda c: f"CloudWatch Logs offers {list(LOG_RETENTION_DAYS)} days",
+    ),
+)
 
 
 def load(
@@ -421,19 +501,9 @@ def load(
     removal = raw.pop("removal_policy", None)
     if removal not in ("retain", "destroy"):
         raise ConfigError(f"{where}.removal_policy: expected 'retain' or 'destroy', found {removal!r}")
-    capacity = _build(StreamCapacity, raw.pop("stream_capacity", {}), f"{where}.stream_capacity")
-    if capacity.mode not in ("on-demand", "provisioned"):
-        raise ConfigError(f"{where}.stream_capacity.mode: expected 'on-demand' or 'provisioned'")
-    if not all(isinstance(n, int) and n >= 1 for n in capacity.shards.values()):
-        raise ConfigError(f"{where}.stream_capacity.shards: expected whole numbers of shards, at least 1")
-    traffic = _build(TrafficSettings, raw.pop("traffic", {}), f"{where}.traffic")
-    if not (traffic.rate_per_second > 0 and traffic.headroom >= 1):
-        raise ConfigError(f"{where}.traffic: rate_per_second must be above 0 and headroom at least 1")
-    table = _build(TableCapacity, raw.pop("table_capacity", {}), f"{where}.table_capacity")
-    if table.mode not in ("on-demand", "provisioned") or not 0.2 <= table.target_utilization <= 0.9:
-        raise ConfigError(f"{where}.table_capacity: mode 'on-demand' or 'provisioned', target_utilization 0.2-0.9")
-    if table.max_scale < 1:
-        raise ConfigError(f"{where}.table_capacity.max_scale: at least 1")
+    sections: dict[str, Any] = {
+        key: _build(kind, raw.pop(key, {}), f"{where}.{key}") for key, kind in _SECTIONS.items()
+    }
     functions_raw = raw.pop("functions", {})
     if "default" not in functions_raw:
         raise ConfigError(f"{where}.functions: a 'default' entry is required")
@@ -442,25 +512,15 @@ def load(
         processor: _build(FunctionSettings, _merge(default_function, values), f"{where}.functions.{processor}")
         for processor, values in functions_raw.items()
     }
-    retention_hours = int(raw.pop("stream_retention_hours", 168))
-    if not 24 <= retention_hours <= 8760:
-        raise ConfigError(f"{where}.stream_retention_hours: Kinesis keeps records 24 to 8760 hours")
 
     config = EnvironmentConfig(
         name=name,
         account=account or raw.pop("account", None) or environ.get("CDK_DEFAULT_ACCOUNT") or None,
         region=region or raw.pop("region", None) or environ.get("CDK_DEFAULT_REGION") or None,
         removal_policy=removal,
-        stream_retention_hours=retention_hours,
-        traffic=traffic,
-        stream_capacity=capacity,
-        table_capacity=table,
-        event_source=_build(EventSourceSettings, raw.pop("event_source", {}), f"{where}.event_source"),
+        stream_retention_hours=int(raw.pop("stream_retention_hours", 24)),
         functions=functions,
-        alarms=_build(AlarmThresholds, raw.pop("alarms", {}), f"{where}.alarms"),
         retention=_retention(raw.pop("retention", {}), f"{where}.retention"),
-        archive=_build(ArchiveSettings, raw.pop("archive", {}), f"{where}.archive"),
-        analytics=_build(AnalyticsSettings, raw.pop("analytics", {}), f"{where}.analytics"),
         sequence_timeout_seconds=int(raw.pop("sequence_timeout_seconds", 3600)),
         alarm_email=raw.pop("alarm_email", None),
         termination_protection=bool(raw.pop("termination_protection", False)),
@@ -470,24 +530,16 @@ def load(
             raw.pop("vendors", {}), f"{where}.vendors", [c.name for c in topology.channels_of("routed")], name
         ),
         tracing=str(raw.pop("tracing", "active")),
+        tenant_jisc_id=_tenant(raw.pop("tenant_jisc_id", None), f"{where}.tenant_jisc_id"),
+        **sections,
     )
     raw.pop("account", None)
     raw.pop("region", None)
     if raw:
         raise ConfigError(f"{where}: unknown setting(s) {sorted(raw)}")
-    events = config.event_source
-    if not 1 <= events.record_attempts <= events.retry_attempts + 1:
-        raise ConfigError(
-            f"{where}.event_source.record_attempts: 1 to retry_attempts + 1 ({events.retry_attempts + 1}), "
-            "so that a record failing every time is moved to error before its batch is parked"
-        )
-    if config.lambda_architecture not in LAMBDA_ARCHITECTURES:
-        wanted = config.lambda_architecture
-        raise ConfigError(f"{where}.lambda_architecture: one of {LAMBDA_ARCHITECTURES}, not {wanted!r}")
-    if config.tracing not in TRACING_MODES:
-        raise ConfigError(f"{where}.tracing: one of {TRACING_MODES}, not {config.tracing!r}")
-    if config.retention.log_days not in LOG_RETENTION_DAYS:
-        raise ConfigError(f"{where}.retention.log_days: CloudWatch Logs offers {list(LOG_RETENTION_DAYS)} days")
+    for setting, holds, wrong in _RULES:
+        if not holds(config):
+            raise ConfigError(f"{where}.{setting}: {wrong(config)}")
     return config
 
 

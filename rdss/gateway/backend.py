@@ -149,7 +149,8 @@ class Consumer(Protocol):
     def redeliver(self, deliveries: Sequence[Delivery]) -> None:
         """Deliver these again, in order. Callers pass the delivery to retry *and* every later
         one they buffered from the same partition (and then forget them): a log rewinds the
-        partition to the earliest one and reads on from there; a broker requeues each."""
+        partition to the earliest one and reads on from there, handing out again none that was
+        settled meanwhile (a move is made once); a broker requeues each."""
         ...
 
     def record_failure(self, delivery: Delivery) -> int:

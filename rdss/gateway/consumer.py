@@ -28,6 +28,11 @@ Between the channel and the application, in order:
   channel of that code, as the sequencer does; a part that cannot join its sequence - its
   position held by another part, another total, a sequence this receiver lately completed - is
   moved alone to ``invalid`` (GENERR004), as the sequencer moves it (:mod:`rdss.model.sequences`);
+* translation: a receiver told the version its application reads (``reads``) hands over every
+  message in that version, translated where another was written (:mod:`rdss.model.translation`,
+  a hop in messageHistory names it); one with no form in that version (a Vocabulary message for a
+  4.0.0 reader) is moved to ``error`` (GENERR006, the translator's own code and reason in the
+  description), never dropped;
 * Message Selector: a predicate on the header; messages it rejects are settled, not delivered;
 * Message Throttle: at most N messages a second are handed over.
 
@@ -52,11 +57,14 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+import orjson
+
 from rdss.gateway.backend import Consumer, Delivery, Outcome, Outgoing, TransportError
 from rdss.gateway.holding import SequenceHolding
 from rdss.gateway.received import Received, ReceiveStats, Selector, describe_failure
 from rdss.gateway.throttle import Throttle
-from rdss.model import timestamps
+from rdss.model import replay as replays
+from rdss.model import timestamps, translation
 from rdss.model.errors import ErrorCode
 from rdss.model.rejection import Rejector, moved_key
 from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
@@ -96,6 +104,8 @@ class Receiver:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], datetime] = timestamps.now,
+        reads: str | None = None,
+        tenant_jisc_id: int | None = None,
     ) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
@@ -111,6 +121,10 @@ class Receiver:
         self.move_invalid = move_invalid
         #: Failed attempts (nacks) after which a message is poison: moved to ``error``, GENERR009.
         self.max_attempts = max_attempts
+        #: The Message API version the application reads (None: each message as it was written).
+        self.reads = reads
+        #: tenantJiscID for messages translated up to 4.0.0 (the deployment's tenant_jisc_id).
+        self.tenant_jisc_id = tenant_jisc_id
         self.selector = selector
         self.throttle = Throttle(throttle, clock=clock, sleep=sleep) if throttle else None
         self.batch_size = batch_size
@@ -195,8 +209,9 @@ class Receiver:
 
     def nack(self, received: Received, reason: BaseException | str | None = None, *, count: bool = True) -> int:
         """Not processed: deliver it again. Its partition is rewound to it, so the messages after
-        it in that partition come again too (those already acknowledged are then dropped as
-        duplicates); what this receiver had read beyond it is forgotten.
+        it in that partition come again too, except those already settled (acknowledged, or
+        moved to invalid or error: a move is made once); what this receiver had read beyond it
+        is forgotten.
 
         Each nack is a failed attempt, counted with the group's state (it survives a restart).
         At ``max_attempts`` the message is poison: instead of coming again it is moved to the
@@ -311,7 +326,7 @@ class Receiver:
         try:
             verdicts = [validate(d.payload, now=now) for d in deliveries]
             ids = [
-                str(v.header["messageId"])
+                replays.dedupe_key(str(v.header["messageId"]), replays.mark_of(v.header))
                 for v in verdicts
                 if v.header is not None and (v.valid or v.error_code is ErrorCode.GENERR003)
             ]
@@ -349,7 +364,14 @@ class Receiver:
                         skipped.append(delivery)
                     continue
                 header = verdict.message["messageHeader"]
-                message_id = str(header["messageId"])
+                mark = replays.mark_of(header)
+                if mark is not None and not mark.reaches(self.group):
+                    self.stats.filtered += 1  # a replay for another consumer group alone
+                    skipped.append(delivery)
+                    continue
+                message_id = replays.dedupe_key(str(header["messageId"]), mark)
+                if mark is not None:  # recorded and de-duplicated as this replay's delivery of it
+                    header = {**header, "messageId": message_id}
                 status = statuses.get(message_id)
                 if status is not None and status != RECEIVED:
                     self.stats.own += 1  # TO_SEND / SENT: this application's own message, come back
@@ -420,7 +442,13 @@ class Receiver:
         return True
 
     def offer(self, received: Received) -> None:
-        """A whole message for the application, unless the selector refuses it."""
+        """A whole message for the application, in the version it reads, unless the selector
+        refuses it."""
+        if self.reads is not None:
+            translated = self._translate(received)
+            if translated is None:
+                return
+            received = translated
         if self.selector is not None and not self.selector(received.header):
             self.stats.filtered += 1
             self.consumer.settle(received.deliveries)
@@ -428,6 +456,26 @@ class Receiver:
                 self.forget(str(header["messageId"]))
             return
         self._ready.append(received)
+
+    def _translate(self, received: Received) -> Received | None:
+        """``received`` in the version the application reads; None when it has none there (then
+        moved to ``error``: the message is valid, this consumer cannot take it)."""
+        assert self.reads is not None
+        try:
+            payload = translation.translate(
+                received.payload, self.reads, tenant_jisc_id=self.tenant_jisc_id, now=self.now(), judged=True
+            )
+        except translation.Untranslatable as error:
+            for header in received.parts:
+                self.forget(str(header["messageId"]))
+            self.stats.untranslatable += 1
+            why = f"cannot be translated to {self.reads} for {self.group or 'this consumer'}: {error.code} {error}"
+            self.move([(d, ErrorCode.GENERR006, why) for d in received.deliveries])
+            return None
+        if payload is received.payload:
+            return received
+        message = orjson.loads(payload)
+        return Received(message, payload, received.channel, received.deliveries, received.parts, received.receiver)
 
     def _next_ready(self) -> Received | None:
         owned = set(self.consumer.partitions())

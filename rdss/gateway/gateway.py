@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import orjson
+
 from rdss import MAX_MESSAGE_BYTES
 from rdss.amgi.types import Application
 from rdss.deployment.topology import RDSS
@@ -27,6 +29,8 @@ from rdss.gateway.received import Received, ReceiveStats, Selector
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
 from rdss.host import pointers as localstate
+from rdss.model import translation
+from rdss.model.canonical import VERSIONS
 from rdss.model.messages import Message, failure_reply
 from rdss.model.rejection import Rejector
 from rdss.model.retry import SPEC_BACKOFF, Backoff
@@ -65,6 +69,8 @@ class Gateway:
         lease_duration: float = 10.0,
         clients: Mapping[str, Any] | None = None,
         size_limit: int = MAX_MESSAGE_BYTES,
+        reads: str | None = None,
+        tenant_jisc_id: int | None = None,
     ) -> None:
         """
         Args:
@@ -79,11 +85,22 @@ class Gateway:
             lease_duration: seconds before a dead worker's shards are taken over.
             clients: pre-built service clients (``kinesis``, ``dynamodb``), e.g. to count calls.
             size_limit: messages serialising larger are sent as sequences (the spec: 1,000,000).
+            reads: the Message API version the application reads (``3.0.2``, ``4.0.0``; a
+                vendor's ``reads`` in cdk.json): every message received, and every reply to a
+                request, is handed over in it, translated where written in another
+                (:mod:`rdss.model.translation`). None: each as it was written.
+            tenant_jisc_id: the tenantJiscID of messages translated up to 4.0.0 (the
+                deployment's ``tenant_jisc_id``).
 
         Raises:
             URLError: the URL is malformed.
             TransportError: no backend for its scheme.
+            ValueError: ``reads`` is not a version the translators write.
         """
+        if reads is not None and reads not in VERSIONS:
+            raise ValueError(f"reads: expected one of {', '.join(VERSIONS)}, found {reads!r}")
+        self.reads = reads
+        self.tenant_jisc_id = tenant_jisc_id
         self.url: GatewayURL = parse(
             url or os.environ.get("RDSS_GATEWAY_URL") or localstate.configured_url() or DEFAULT_URL
         )
@@ -194,6 +211,8 @@ class Gateway:
             batch_size=batch_size,
             poll_interval=poll_interval,
             sequence_timeout=sequence_timeout,
+            reads=self.reads,
+            tenant_jisc_id=self.tenant_jisc_id,
         )
 
     def listen(
@@ -249,6 +268,9 @@ class Gateway:
         request's messageId, arriving on the request's returnAddress (set to ``reply_to``
         when the request names none).
 
+        The reply comes in the version this gateway ``reads``, translated where the responder
+        wrote another (correlationId kept).
+
         Raises:
             NotARequest: ``message`` is not a Command a reply answers (a ValueError); nothing is sent.
             RequestTimeout: no reply within ``timeout`` seconds (a TimeoutError; 30 unless told).
@@ -265,7 +287,14 @@ class Gateway:
             send=self.send,
             reply_to=reply_to,
             interval=self.reply_poll_interval,
+            translate=self._reply_in_version if self.reads is not None else None,
         )
+
+    def _reply_in_version(self, reply: Message) -> Message:
+        assert self.reads is not None
+        payload = orjson.dumps(reply)
+        translated = translation.translate(payload, self.reads, tenant_jisc_id=self.tenant_jisc_id, judged=True)
+        return reply if translated is payload else orjson.loads(translated)
 
     def reply_error(
         self, request: Received | Message, error_code: str, description: str, *, channel: str | None = None

@@ -107,6 +107,8 @@ class ReceiveStats:
     rejected: int = 0
     #: Messages whose handler failed ``max_attempts`` times: moved to ``error`` (GENERR009).
     poison: int = 0
+    #: Messages with no form in the version the application reads: moved to ``error`` (GENERR006).
+    untranslatable: int = 0
     #: Records read from the channel.
     records: int = 0
     #: Seconds the throttle held deliveries back.

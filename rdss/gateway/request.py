@@ -49,6 +49,7 @@ def request(
     reply_to: str = "responses",
     interval: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
+    translate: Callable[[Message], Message] | None = None,
 ) -> Message:
     """Send ``message`` and wait up to ``timeout`` seconds for its reply (see the module docstring).
 
@@ -57,6 +58,8 @@ def request(
         RequestTimeout: no reply in time.
         RequestFailed: the reply is a failure reply (its errorCode and errorDescription).
         MessageRefused, SendFailed: from sending the request.
+        Untranslatable: ``translate`` (the reply in the version the caller reads) found no form
+            for the reply in that version (:mod:`rdss.model.translation`).
     """
     outgoing, address = _with_return_address(message, reply_to)
     consumer = transport.consumer(address, group=None, start="latest")
@@ -71,6 +74,8 @@ def request(
     if reply is None:
         raise RequestTimeout(request_id, address, timeout)
     repository.record([Entry.of(header, RECEIVED) for header in parts])
+    if translate is not None:
+        reply = translate(reply)
     header = reply["messageHeader"]
     _log.info("Message received", extra=message_fields(header, address, errorCode=header.get("errorCode")))
     if header.get("errorCode"):  # a failure reply: the responder could not answer, and says why

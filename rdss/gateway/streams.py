@@ -12,7 +12,9 @@ module turns it into a :class:`rdss.gateway.backend.Consumer`:
 * competing consumers: with a group, the partitions read are those this worker leases
   (:mod:`rdss.gateway.leases`); a lost lease drops the partition at once;
 * resharding: a child partition is read only after its parents are finished (``SHARD_END``);
-* redelivery: the partition is rewound to the earliest delivery to retry;
+* redelivery: the partition is rewound to the earliest delivery to retry; the deliveries after
+  it that were settled already (acknowledged, moved to invalid or error, dropped) are read again
+  but not handed out again - settled is final, and a move must not be made twice;
 * failed attempts at a delivery are counted on the partition's lease row, so a consumer
   restarted between attempts goes on counting (poison messages, ``max_attempts``).
 
@@ -107,6 +109,8 @@ class _Cursor:
     ended: bool = False
     #: bumped by every rewind: a read started before it is discarded
     epoch: int = 0
+    #: positions settled before a rewind and not yet read again: when read, settled at once
+    settled_ahead: set[str] = field(default_factory=set)
 
 
 class PartitionedConsumer:
@@ -173,6 +177,10 @@ class PartitionedConsumer:
                 if cursor is None or cursor.epoch != epoch:
                     continue  # lost, or rewound while this read was under way: read again later
                 for record in result.records:
+                    if record.position in cursor.settled_ahead:  # settled before a rewind: done
+                        cursor.settled_ahead.discard(record.position)
+                        cursor.pending[record.position] = True
+                        continue
                     cursor.pending[record.position] = False
                     deliveries.append(
                         Delivery(self.channel, name, record.position, record.payload, record.key, record.arrived)
@@ -202,7 +210,8 @@ class PartitionedConsumer:
                 if index is None:
                     continue
                 for position in order[index:]:
-                    del cursor.pending[position]
+                    if cursor.pending.pop(position) and position not in positions:
+                        cursor.settled_ahead.add(position)
                 cursor.ended = False
                 cursor.epoch += 1
                 self.log.open(name, StartAt("at", order[index]))

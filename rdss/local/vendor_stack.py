@@ -28,6 +28,7 @@ import orjson
 from rdss.deployment.topology import RDSS, Deployment
 from rdss.deployment.vendors import Arns, VendorAccess, check_vendor_name, output_key, role_name, trust_statement
 from rdss.local.emulator import Endpoint
+from rdss.model.canonical import V3, VERSIONS
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,13 @@ class LocalVendor:
     consumes: tuple[str, ...] = ()
     #: None: a random one, as an operator would issue.
     external_id: str | None = None
+    #: The Message API version its application reads (``reads=4.0.0``).
+    reads: str = V3
 
 
 def parse_vendor(spec: str) -> tuple[str, LocalVendor]:
-    """``NAME:produces``, ``NAME:consumes=metadata,vocabulary`` or both (``rdss local up --vendor``).
+    """``NAME:produces``, ``NAME:consumes=metadata,vocabulary`` or both (``rdss local up --vendor``),
+    and ``:reads=4.0.0`` for the Message API version its application reads (default 3.0.2).
 
     Raises:
         ValueError: the spec is malformed.
@@ -49,9 +53,14 @@ def parse_vendor(spec: str) -> tuple[str, LocalVendor]:
     name, _, rest = spec.partition(":")
     produces = False
     consumes: tuple[str, ...] = ()
+    reads = V3
     for part in filter(None, rest.split(":")):
         if part == "produces":
             produces = True
+        elif part.startswith("reads="):
+            reads = part.removeprefix("reads=")
+            if reads not in VERSIONS:
+                raise ValueError(f"{spec!r}: reads= one of {', '.join(VERSIONS)}; not {reads!r}")
         elif part.startswith("consumes="):
             consumes = tuple(c for c in part.removeprefix("consumes=").split(",") if c)
         else:
@@ -66,7 +75,7 @@ def parse_vendor(spec: str) -> tuple[str, LocalVendor]:
         check_vendor_name(name)
     except ValueError as error:
         raise ValueError(f"{spec!r}: {error}") from None
-    return name, LocalVendor(produces, consumes)
+    return name, LocalVendor(produces, consumes, reads=reads)
 
 
 def stack_name(deployment: Deployment) -> str:
@@ -126,6 +135,7 @@ def provision_vendors(endpoint: Endpoint, deployment: Deployment, vendors: Mappi
             "Group": access.group,
             "Writes": ",".join(access.writes),
             "Reads": ",".join(access.reads),
+            "Version": vendor.reads,
         }
         for channel in dict.fromkeys((*access.writes, *access.reads)):
             values[f"{channel.capitalize()}StreamName"] = deployment.stream(channel)

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from rdss import SPEC_VERSION, __version__
-from rdss.model import timestamps
+from rdss.model import schemas, timestamps
 from rdss.model.errors import ErrorCode
 
 #: The generator named in messages this package builds unless told otherwise.
@@ -81,10 +81,11 @@ def reply(
     """The reply to ``request``: same messageType, correlationId = the request's messageId.
 
     The reply travels to the request's returnAddress; that routing is the broker's job, so the
-    reply itself carries no returnAddress.
+    reply itself carries no returnAddress. A 4.0.0 request is answered in 4.0.0 (its version and
+    tenantJiscID); ``body`` is then the caller's to give in 4.0.0's shape.
     """
     header = request["messageHeader"]
-    return new_message(
+    answer = new_message(
         header["messageType"],
         body,
         message_class=message_class,
@@ -92,6 +93,11 @@ def reply(
         correlation_id=header["messageId"],
         now=now,
     )
+    if schemas.for_version(header.get("version")) is not schemas.V3:  # answered in the version asked in
+        answer["messageHeader"]["version"] = header["version"]
+        if "tenantJiscID" in header:
+            answer["messageHeader"]["tenantJiscID"] = header["tenantJiscID"]
+    return answer
 
 
 def failure_reply(

@@ -18,6 +18,11 @@ body     a body UUID malformed                                        GENERR010
 body     body missing or not matching its schema                      GENERR001
 ======== ============================================================ =========
 
+The version a message's header declares chooses the schemas it is judged against
+(:func:`rdss.model.schemas.for_version`: MAJOR 4 is 4.0.0, any other 3.0.2); the stages and the
+codes are the same for both, and the verdict names the version (:attr:`Verdict.version`). A
+payload whose header cannot be read is judged as 3.0.2, as every payload was before 4.0.0.
+
 A failure reply - a Document answering a request (correlationId) with an ``errorCode`` and
 ``errorDescription``, the gateway's ``reply_error`` - carries the body of the request it could
 not answer (``{"objectUuid": ...}`` for a MetadataRead), so its body is checked as the request's.
@@ -62,6 +67,9 @@ MAX_DESCRIPTION = 500
 
 _READS = frozenset({"MetadataRead", "VocabularyRead"})
 
+# The 3.0.2 types with no form in 4.0.0 (the Vocabulary types): named as such, not as unknown.
+_GONE_IN_4 = frozenset(schemas.V3.message_types) - frozenset(schemas.V4.message_types)
+
 _log = logging.getLogger(__name__)
 
 
@@ -81,6 +89,8 @@ class Verdict:
     message: dict[str, Any] | None
     #: True for one part of a multi-message sequence (``messageSequence.total`` > 1).
     is_part: bool = False
+    #: The version of the Message API the message was judged against (``"3.0.2"``, ``"4.0.0"``).
+    version: str = schemas.V3.version
 
     @property
     def valid(self) -> bool:
@@ -155,13 +165,15 @@ def _unexpected(error: Exception) -> Verdict:
     return _fail(ErrorCode.GENERR009, None, f"message: the classifier failed ({type(error).__name__}: {error})")
 
 
-# The whole-message validator by (messageType, messageClass, is part); None marks a pair the
-# system does not support. Filled on first use, so a Lambda compiles only what it meets.
-_VALIDATORS: dict[tuple[Any, Any, bool], jsonschema_rs.Validator | None] = {}
+# The whole-message validator by (messageType, messageClass, is part, schema set); None marks a
+# pair the system does not support. Filled on first use, so a Lambda compiles only what it meets.
+_VALIDATORS: dict[tuple[Any, Any, bool, schemas.SchemaSet], jsonschema_rs.Validator | None] = {}
 
 
-def _validator(message_type: Any, message_class: Any, part: bool) -> jsonschema_rs.Validator | None:
-    key = (message_type, message_class, part)
+def _validator(
+    message_type: Any, message_class: Any, part: bool, spec: schemas.SchemaSet = schemas.V3
+) -> jsonschema_rs.Validator | None:
+    key = (message_type, message_class, part, spec)
     try:
         return _VALIDATORS[key]
     except KeyError:
@@ -170,7 +182,7 @@ def _validator(message_type: Any, message_class: Any, part: bool) -> jsonschema_
         return None
     if type(message_type) is not str or type(message_class) is not str:
         return None
-    checker = schemas.message_validator(message_type, message_class, part)
+    checker = spec.message_validator(message_type, message_class, part)
     if len(_VALIDATORS) < 256:  # garbage types must not grow the table without bound
         _VALIDATORS[key] = checker
     return checker
@@ -197,9 +209,10 @@ def _fast(
         sequence = header["messageSequence"]
         total = sequence["total"]
         message_class = header["messageClass"]
+        spec = schemas.for_version(header.get("version"))
         if message_class == "Document" and "errorCode" in header:  # perhaps a failure reply
-            message_class = _body_class(header)
-        checker = _validator(header["messageType"], message_class, total != 1)
+            message_class = _body_class(header, spec)
+        checker = _validator(header["messageType"], message_class, total != 1, spec)
         if checker is None or not checker.is_valid(message):
             return None
     except (KeyError, TypeError, ValueError, OverflowError):  # the staged walk names the fault
@@ -214,7 +227,7 @@ def _fast(
         expiration = header["messageTimings"].get("expirationTimestamp")
         if expiration is not None and _expired(expiration, now):
             return None
-    return Verdict(None, None, message, is_part)
+    return Verdict(None, None, message, is_part, spec.version)
 
 
 def _expired(expiration: str, now: datetime | None) -> bool:
@@ -247,6 +260,16 @@ class _Classifier:
         self.now = now
         self.check_expiry = check_expiry
         self.size_limit = size_limit
+        #: The schemas judging the message: its header's declared version's, once it has a header.
+        self.spec = schemas.V3
+
+    def _fail(
+        self, code: ErrorCode, message: dict[str, Any] | None, description: str, is_part: bool = False
+    ) -> Verdict:
+        return Verdict(code, description[:MAX_DESCRIPTION], message, is_part, self.spec.version)
+
+    def _pass(self, message: dict[str, Any], is_part: bool) -> Verdict:
+        return Verdict(None, None, message, is_part, self.spec.version)
 
     def classify(self, message: Any) -> Verdict:
         if message is None or (self.payload and _LONG_NUMBER.search(self.payload)):
@@ -305,9 +328,10 @@ class _Classifier:
         if type(header) is not dict:
             kind = _json_kind(header)
             return _fail(ErrorCode.GENERR004, message, f"messageHeader: a JSON {kind}, expected an object")
+        self.spec = schemas.for_version(header.get("version"))
         extra = sorted(set(message) - {"messageHeader", "messageBody"})
         if extra:
-            return _fail(
+            return self._fail(
                 ErrorCode.GENERR004,
                 message,
                 f"message: unexpected member {extra[0]!r}; a message holds messageHeader and messageBody only",
@@ -316,18 +340,18 @@ class _Classifier:
 
     # -- header --------------------------------------------------------------------------------
     def _header(self, message: dict[str, Any], header: dict[str, Any]) -> Verdict:
-        errors = _errors(schemas.validator(schemas.HEADER), header)
-        uuid_errors = [e for e in errors if _is_uuid_error(e)]
+        errors = _errors(self.spec.validator(schemas.HEADER), header)
+        uuid_errors = [e for e in errors if _is_uuid_error(e, self.spec)]
         if uuid_errors:
-            return _fail(ErrorCode.GENERR010, message, _describe(uuid_errors[0], "messageHeader"))
+            return self._fail(ErrorCode.GENERR010, message, _describe(uuid_errors[0], "messageHeader", self.spec))
         # An unknown messageType is the type stage's business (GENERR002), not a header fault.
         faults = [e for e in errors if list(e.instance_path)[:1] != ["messageType"]]
         if faults:
-            return _fail(ErrorCode.GENERR004, message, _describe(faults[0], "messageHeader"))
+            return self._fail(ErrorCode.GENERR004, message, _describe(faults[0], "messageHeader", self.spec))
         sequence = header["messageSequence"]
         position, total = sequence["position"], sequence["total"]
         if position > total:
-            return _fail(
+            return self._fail(
                 ErrorCode.GENERR004,
                 message,
                 f"messageHeader.messageSequence.position: {position} is outside 1..total ({total})",
@@ -337,25 +361,34 @@ class _Classifier:
     # -- type ----------------------------------------------------------------------------------
     def _type(self, message: dict[str, Any], header: dict[str, Any], is_part: bool) -> Verdict:
         message_type, message_class = header["messageType"], header["messageClass"]
-        # Both faults are one verdict (GENERR002, "not supported"); only the wording differs.
-        if type(message_type) is not str or message_type not in schemas.MESSAGE_TYPES:
-            supported = ", ".join(schemas.MESSAGE_TYPES)
+        spec = self.spec
+        # All three faults are one verdict (GENERR002, "not supported"); only the wording differs.
+        if spec is schemas.V4 and type(message_type) is str and message_type in _GONE_IN_4:
+            problem = (
+                f"messageHeader.messageType: {message_type} has no form in {spec.version}: the Vocabulary "
+                f"message types are gone in {spec.version} ({', '.join(spec.message_types)}); a vocabulary "
+                f"message declares version {schemas.V3.version}"
+            )
+        elif type(message_type) is not str or message_type not in spec.message_types:
+            supported = ", ".join(spec.message_types)
             problem = f"messageHeader.messageType: {_quote(message_type)} is not a supported message type ({supported})"
-        elif schemas.body_schema(message_type, message_class) is None:
-            classes = " or ".join(schemas.classes_for(message_type))
+            if spec is not schemas.V3:
+                problem += f" in version {spec.version}"
+        elif spec.body_schema(message_type, message_class) is None:
+            classes = " or ".join(spec.classes_for(message_type))
             problem = (
                 f"messageHeader.messageClass: {message_type} is not supported as {_article(message_class)} "
                 f"{message_class} ({classes} only)"
             )
         else:
             return self._size(message, header, is_part)
-        return _fail(ErrorCode.GENERR002, message, problem, is_part)
+        return self._fail(ErrorCode.GENERR002, message, problem, is_part)
 
     # -- size ----------------------------------------------------------------------------------
     def _size(self, message: dict[str, Any], header: dict[str, Any], is_part: bool) -> Verdict:
         size = len(self.payload)
         if self.size_limit is not None and not is_part and size > self.size_limit:
-            return _fail(
+            return self._fail(
                 ErrorCode.GENERR006,
                 message,
                 f"message: {size:,} bytes serialised, over the {self.size_limit:,}-byte limit; "
@@ -368,7 +401,7 @@ class _Classifier:
         expiration = header["messageTimings"].get("expirationTimestamp")
         if self.check_expiry and expiration is not None and _expired(expiration, self.now):
             moment = timestamps.format(self.now or timestamps.now())
-            return _fail(
+            return self._fail(
                 ErrorCode.GENERR003,
                 message,
                 f"messageHeader.messageTimings.expirationTimestamp: {expiration} had passed when delivery "
@@ -380,36 +413,60 @@ class _Classifier:
     # -- body ----------------------------------------------------------------------------------
     def _body(self, message: dict[str, Any], header: dict[str, Any], is_part: bool) -> Verdict:
         if "messageBody" not in message:
-            return _fail(ErrorCode.GENERR001, message, "messageBody: required, missing", is_part)
+            return self._fail(ErrorCode.GENERR001, message, "messageBody: required, missing", is_part)
         body = message["messageBody"]
         if is_part:
             if type(body) is not str:
-                return _fail(
+                return self._fail(
                     ErrorCode.GENERR001,
                     message,
                     f"messageBody: a JSON {_json_kind(body)}; a sequence part carries a string fragment of the body",
                     is_part,
                 )
-            return Verdict(None, None, message, is_part)
-        schema = schemas.body_schema(header["messageType"], _body_class(header))
+            return self._pass(message, is_part)
+        schema = self.spec.body_schema(header["messageType"], _body_class(header, self.spec))
         assert schema is not None  # the type stage has checked the pair
-        errors = _errors(schemas.validator(schema), body)
-        uuid_errors = [e for e in errors if _is_uuid_error(e)]
+        errors = self._form_errors(_errors(self.spec.validator(schema), body), body)
+        uuid_errors = [e for e in errors if _is_uuid_error(e, self.spec)]
         if uuid_errors:
-            return _fail(ErrorCode.GENERR010, message, _describe(uuid_errors[0], "messageBody"))
+            return self._fail(ErrorCode.GENERR010, message, _describe(uuid_errors[0], "messageBody", self.spec))
         if errors:
-            return _fail(ErrorCode.GENERR001, message, _describe(errors[0], "messageBody"))
-        return Verdict(None, None, message, is_part)
+            return self._fail(ErrorCode.GENERR001, message, _describe(errors[0], "messageBody", self.spec))
+        return self._pass(message, is_part)
+
+    def _form_errors(
+        self, errors: list[jsonschema_rs.ValidationError], body: Any
+    ) -> list[jsonschema_rs.ValidationError]:
+        """A 4.0.0 research object body may take any of four forms (``anyOf``), and a body that
+        fits none fails as a whole - which would hide a malformed UUID (GENERR010) and name no
+        field. The form its objectResourceType names (dataset, article, thesisDissertation; the
+        general research object otherwise) explains the failure instead."""
+        if not errors or self.spec is not schemas.V4 or list(errors[0].instance_path):
+            return errors
+        if not (errors[0].absolute_keyword_location or "").endswith("#/anyOf"):
+            return errors
+        kind = body.get("objectResourceType") if type(body) is dict else None
+        form = _FORMS_4.get(kind, _RESEARCH_OBJECT_4) if type(kind) is str else _RESEARCH_OBJECT_4
+        return _errors(self.spec.validator(form), body) or errors
 
 
-def _body_class(header: dict[str, Any]) -> str:
+#: The research object forms of 4.0.0 by the objectResourceType they are for.
+_RESEARCH_OBJECT_4 = "model/research-object.json#/$defs/researchObject"
+_FORMS_4 = {
+    "dataset": "model/dataset.json#/$defs/dataset",
+    "article": "model/article.json#/$defs/article",
+    "thesisDissertation": "model/thesis-dissertation.json#/$defs/thesisDissertation",
+}
+
+
+def _body_class(header: dict[str, Any], spec: schemas.SchemaSet) -> str:
     """The class whose body schema applies: a failure reply's body is its request's (a Command's)."""
     message_class: str = header["messageClass"]
     if (
         message_class == "Document"
         and header.get("errorCode")
         and header.get("correlationId")
-        and schemas.body_schema(header["messageType"], "Command") is not None
+        and spec.body_schema(header["messageType"], "Command") is not None
     ):
         return "Command"
     return message_class
@@ -441,21 +498,20 @@ class _Unrepresentable:
         self.message = f"a value cannot be checked: {reason}"
 
 
-def _is_uuid_error(error: jsonschema_rs.ValidationError) -> bool:
+def _is_uuid_error(error: jsonschema_rs.ValidationError, spec: schemas.SchemaSet) -> bool:
     location = error.absolute_keyword_location
-    return location is not None and location.startswith(schemas.UUID_LOCATION)
+    return location is not None and location.startswith(spec.base + schemas.UUID)
 
 
-def _describe(error: jsonschema_rs.ValidationError, root: str) -> str:
+def _describe(error: jsonschema_rs.ValidationError, root: str, spec: schemas.SchemaSet) -> str:
     """``<field path>: <rule that failed>``, the path in dotted form from the message root."""
     path = _path(root, error.instance_path)
-    location = error.absolute_keyword_location or ""
+    # where the rule lies within its set: both sets name their shared types alike
+    location = (error.absolute_keyword_location or "").removeprefix(spec.base)
     if location.endswith("/then/required"):
-        return (
-            f"{path}.correlationId: required on a Document answering a MetadataRead or VocabularyRead "
-            "(it carries the request's messageId)"
-        )
-    if location.startswith(schemas.UUID_LOCATION):
+        reads = " or ".join(t for t in spec.message_types if t in _READS)
+        return f"{path}.correlationId: required on a Document answering a {reads} (it carries the request's messageId)"
+    if location.startswith(schemas.UUID):
         return f"{path}: {_quote(error.instance)} is not a UUID (RFC 4122 version 1-5, lower-case 8-4-4-4-12 hex)"
     if location.startswith(_ADDRESS_LOCATION):
         return f"{path}: {_quote(error.instance)} is not a host name, IPv4 or IPv6 address"
@@ -473,11 +529,12 @@ def _describe(error: jsonschema_rs.ValidationError, root: str) -> str:
     return f"{path}: {error.message}"
 
 
-_ADDRESS_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/ipOrHostname"
-_SEMVER_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/semVer"
-_TIMESTAMP_LOCATION = schemas.SCHEMA_BASE + "model/types.json#/$defs/timestamp"
-_INTEGER_LOCATION = schemas.uri(schemas.INTEGER)
-_TOTAL_MAXIMUM = schemas.SCHEMA_BASE + "message/header.json#/$defs/messageSequence/properties/total/maximum"
+# Locations within a set (its base removed): the 4.0.0 set keeps 3.0.2's names for these.
+_ADDRESS_LOCATION = "model/types.json#/$defs/ipOrHostname"
+_SEMVER_LOCATION = "model/types.json#/$defs/semVer"
+_TIMESTAMP_LOCATION = "model/types.json#/$defs/timestamp"
+_INTEGER_LOCATION = schemas.INTEGER
+_TOTAL_MAXIMUM = "message/header.json#/$defs/messageSequence/properties/total/maximum"
 
 
 def _path(root: str, parts: Iterable[str | int]) -> str:

@@ -283,6 +283,146 @@ class Workload:
         return message
 
 
+#: (messageType, messageClass, weight) of 4.0.0 traffic (:meth:`Workload4.mix`): the 3.0.2 mix
+#: with the Vocabulary types, gone in 4.0.0, replaced by the preservation events that came in.
+MIX_4: tuple[tuple[str, str, int], ...] = (
+    ("MetadataCreate", "Event", 40),
+    ("MetadataUpdate", "Event", 25),
+    ("MetadataDelete", "Event", 5),
+    ("MetadataRead", "Command", 8),
+    ("MetadataRead", "Document", 7),
+    ("PreservationEvent", "Event", 15),
+)
+
+#: 3.0.2's integer codes the generator above writes, by name, as 4.0.0 writes them.
+_PERSON_ROLES_4 = {5: "dataCollector", 8: "depositingUser", 14: "projectMember", 20: "rightsHolder", 21: "sponsor"}
+
+
+class Workload4(Workload):
+    """The same traffic in Message API 4.0.0: string enumerations, ``...UUID`` identifiers, a
+    description list, ``objectKeyword``, ``tenantJiscID``; PreservationEvent in place of the
+    Vocabulary types. Every message generated is a valid 4.0.0 message."""
+
+    #: The tenant every generated message belongs to.
+    tenant = 1
+
+    def organisation(self) -> dict[str, Any]:
+        name, _ = self.rng.choice(_INSTITUTIONS)
+        return {
+            "organisationJiscId": self.rng.randint(1, 9999),
+            "organisationName": name,
+            "organisationType": "higherEducation",
+            "organisationAddress": f"{self.rng.randint(1, 200)} College Road, {name.split()[-1]}",
+        }
+
+    def person_role(self) -> dict[str, Any]:
+        given, family = self.rng.choice(_GIVEN), self.rng.choice(_FAMILY)
+        institution, unit = self.rng.choice(_INSTITUTIONS)
+        return {
+            "person": {
+                "personUUID": self.uuid(),
+                "personIdentifier": [{"personIdentifierValue": self._orcid(), "personIdentifierType": "ORCID"}],
+                "personGivenNames": given,
+                "personFamilyNames": family,
+                "personMail": f"{_ascii(given)[:1]}.{_ascii(family)}@example.ac.uk",
+                "personOrganisationUnit": {
+                    "organisationUnitUUID": self.uuid(),
+                    "organisationUnitName": unit,
+                    "organisation": {**self.organisation(), "organisationName": institution},
+                },
+            },
+            "role": _PERSON_ROLES_4[self.rng.choice(list(_PERSON_ROLES_4))],
+        }
+
+    def file(self, index: int) -> dict[str, Any]:
+        extension, _mime = self.rng.choice(_FORMATS)
+        name = f"{self._words(2).replace(' ', '_')}_{index:02d}.{extension}"
+        return {
+            "fileUUID": self.uuid(),
+            "fileIdentifier": f"file-{self.rng.getrandbits(32):08x}",
+            "fileName": name,
+            "fileSize": self.rng.randint(1_000, 5_000_000_000),
+            "fileChecksum": [
+                {
+                    "checksumUUID": self.uuid(),
+                    "checksumType": "md5",
+                    "checksumValue": f"{self.rng.getrandbits(128):032x}",
+                }
+            ],
+            "fileCompositionLevel": "0",
+            "fileDateModified": [self.timestamp()],
+            "fileUse": "originalFile",
+            "filePreservationEvent": "ingest",
+            "fileUploadStatus": "uploadComplete",
+            "fileStorageStatus": "online",
+            "fileStorageLocation": f"https://repository.example.ac.uk/files/{self.uuid()}/{name}",
+            "fileStoragePlatform": {
+                "storagePlatformUUID": self.uuid(),
+                "storagePlatformName": "Institutional S3",
+                "storagePlatformType": "S3",
+                "storagePlatformCost": "standard",
+            },
+        }
+
+    def research_object(self, *, people: int | None = None, files: int | None = None) -> dict[str, Any]:
+        body = super().research_object(people=people, files=files)
+        return {
+            "objectUUID": body["objectUuid"],
+            "objectTitle": body["objectTitle"],
+            "objectPersonRole": body["objectPersonRole"],
+            "objectDescription": [{"descriptionValue": body["objectDescription"], "descriptionType": "abstract"}],
+            "objectRights": {
+                **body["objectRights"],
+                "access": [{"accessType": "open", "accessStatement": "Open access"}],
+            },
+            "objectDate": [{"dateValue": body["objectDate"][0]["dateValue"], "dateType": "published"}],
+            "objectKeyword": body["objectKeywords"],
+            "objectResourceType": "dataset",
+            "objectValue": "normal",
+            "objectIdentifier": [{**body["objectIdentifier"][0], "identifierType": "DOI"}],
+            "objectOrganisationRole": [{"organisation": self.organisation(), "role": "hostingInstitution"}],
+            **({"objectFile": body["objectFile"]} if "objectFile" in body else {}),
+        }
+
+    def information_package(self) -> dict[str, Any]:
+        return {
+            "objectUUID": self.uuid(),
+            "packageUUID": self.uuid(),
+            "packageType": self.rng.choice(["AIP", "DIP", "SIP"]),
+            "packageContainerType": "zip",
+            "packageDescription": f"Package of {self._words(3)}",
+            "packagePreservationEvent": {
+                "preservationEventValue": "ingested",
+                "preservationEventType": self.rng.choice(["ingestion", "fixityCheck", "virusCheck", "replication"]),
+                "preservationEventDetail": f"{self.rng.randint(1, 400)} files, checksums verified",
+            },
+        }
+
+    def message(self, message_type: str, message_class: str, *, correlation_id: str | None = None) -> Message:
+        """A valid 4.0.0 message of the given type and class."""
+        if message_type.startswith("Vocabulary"):
+            raise ValueError(f"{message_type} has no form in 4.0.0")
+        if message_type == "PreservationEvent":
+            message = super().message("MetadataDelete", message_class)
+            message["messageHeader"]["messageType"] = message_type
+            message["messageBody"] = self.information_package()
+        else:
+            message = super().message(message_type, message_class, correlation_id=correlation_id)
+            if "objectUuid" in message["messageBody"]:  # a Delete's, a Read request's
+                message["messageBody"] = {"objectUUID": message["messageBody"]["objectUuid"]}
+        header = message["messageHeader"]
+        header["version"] = "4.0.0"
+        header["tenantJiscID"] = self.tenant
+        return message
+
+    def stream(self, count: int) -> Iterator[Message]:
+        kinds = [(t, c) for t, c, _ in MIX_4]
+        weights = [w for _, _, w in MIX_4]
+        for _ in range(count):
+            message_type, message_class = self.rng.choices(kinds, weights)[0]
+            yield self.message(message_type, message_class)
+
+
 def _ascii(name: str) -> str:
     """A name as the ASCII local part of an e-mail address (RFC 5322 allows no other)."""
     import unicodedata

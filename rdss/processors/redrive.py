@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -216,32 +216,26 @@ class RedriveReport:
         return [*lines, summary]
 
 
+@dataclass(eq=False)
 class Redriver:
     """Follows the pointers in a deployment's on-failure queues (see the module docstring)."""
 
-    def __init__(
-        self,
-        deployment: Deployment,
-        *,
-        sqs: Any,
-        kinesis: Any,
-        s3: Any = None,
-        dynamodb: Any = None,
-        firehose: Any = None,
-        backoff: Backoff | None = None,
-        clock: Callable[[], float] = time.time,
-        wait_seconds: int = 1,
-    ) -> None:
-        self.deployment = deployment
-        self.sqs = sqs
-        self.kinesis = kinesis
-        self.s3 = s3
-        self.dynamodb = dynamodb
-        #: Firehose, where the archiver's parked batches are archived (rdss.archive).
-        self.firehose = firehose
-        self.batcher = PutRecordsBatcher(kinesis, backoff=backoff) if backoff else PutRecordsBatcher(kinesis)
-        self.clock = clock
-        self.wait_seconds = wait_seconds
+    deployment: Deployment
+    _: KW_ONLY
+    sqs: Any
+    kinesis: Any
+    s3: Any = None
+    dynamodb: Any = None
+    #: Firehose, where the archiver's parked batches are archived (rdss.archive).
+    firehose: Any = None
+    #: The retries of records put back (default: the batcher's own).
+    backoff: InitVar[Backoff | None] = None
+    clock: Callable[[], float] = time.time
+    wait_seconds: int = 1
+    batcher: PutRecordsBatcher = field(init=False)
+
+    def __post_init__(self, backoff: Backoff | None) -> None:
+        self.batcher = PutRecordsBatcher(self.kinesis, backoff=backoff) if backoff else PutRecordsBatcher(self.kinesis)
 
     def processors(self) -> list[str]:
         """Processors with an event source mapping (and so an on-failure queue of pointers)."""

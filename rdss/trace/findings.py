@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.archive import entries as archive
 from rdss.model import decoration, history, timestamps
+from rdss.model import replay as replays
 from rdss.model.conflicts import CONFLICT
 from rdss.model.errors import ErrorCode
 from rdss.model.rejection import moved_by
@@ -85,6 +86,20 @@ def dispatches(timeline: Timeline, found: Mapping[str, list[Record]], claims: Ma
             what = f"record {record.record}: invalid, {dispatch.error_code}"
             what += f" ({dispatch.error_description})" if dispatch.error_description else ""
             timeline.events.append(Event(_claimed_at(record_claim), "broker", what))
+        elif (replayed := _replay_claim(claims, record, timeline.message_id)) is not None:
+            name, replay_claim = replayed
+            dispatch.outcome = "replayed"
+            dispatch.channels = sorted(
+                {
+                    r.channel
+                    for c, records in found.items()
+                    if c not in ("input", "invalid", "error")
+                    for r in records
+                    if history.extends(record.data, r.data)
+                }
+            )
+            what = f"record {record.record}: sent again by rdss replay {name}, claimed under the replay and routed"
+            timeline.events.append(Event(_claimed_at(replay_claim), "broker", what, {"claim": replay_claim}))
         elif claim is not None and claim.get("claimedBy") == record.record:
             dispatch.outcome = "part" if _is_part(record.data) else "routed"
             routed = [
@@ -103,6 +118,29 @@ def dispatches(timeline: Timeline, found: Mapping[str, list[Record]], claims: Ma
             what = f"record {record.record}: duplicate of record {dispatch.duplicate_of}, dropped"
             timeline.events.append(Event(record.arrived, "broker", what))
         timeline.dispatches.append(dispatch)
+
+
+def _replay_claim(
+    claims: Mapping[str, dict[str, Any]], record: Record, message_id: str
+) -> tuple[str, dict[str, Any]] | None:
+    """(the replay, its claim) when ``record`` is a replay the broker claimed (:mod:`rdss.model.replay`)."""
+    header = _header_of(record.data)
+    mark = replays.requested(header) if header is not None else None
+    claim = claims.get(replays.claim_key(mark.name, message_id)) if mark is not None else None
+    if mark is None or claim is None or claim.get("claimedBy") != record.record:
+        return None
+    return mark.name, claim
+
+
+def replay_keys(records: list[Record], message_id: str) -> list[str]:
+    """The keys a replay's claims of ``message_id`` lie under, for the records that say they are one."""
+    keys = []
+    for record in records:
+        header = _header_of(record.data)
+        mark = replays.requested(header) if header is not None else None
+        if mark is not None:
+            keys.append(replays.claim_key(mark.name, message_id))
+    return keys
 
 
 def copies(timeline: Timeline, found: Mapping[str, list[Record]]) -> None:

@@ -5,17 +5,18 @@ these by :mod:`rdss.trace.findings`; :class:`rdss.trace.tracer.Tracer` is the tr
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rdss.archive import entries as archive_entries
+from rdss.archive.listing import Archived, ArchiveListing, hour_prefixes
 from rdss.deployment.topology import Deployment
 from rdss.model import timestamps
 from rdss.repository.entries import Repository
 from rdss.trace.timeline import Record
+
+__all__ = ["ARCHIVE_AFTER", "ARCHIVE_BEFORE", "DEFAULT_WINDOW", "Archived", "Sources", "hour_prefixes"]
 
 #: How far before an anchor moment the archives are listed (Firehose buffers up to 15 minutes;
 #: a producer's clock may run late) and how far after.
@@ -23,21 +24,6 @@ ARCHIVE_BEFORE = timedelta(hours=1)
 ARCHIVE_AFTER = timedelta(hours=2)
 #: Without --since and without any anchor, the last day is searched.
 DEFAULT_WINDOW = timedelta(hours=24)
-
-
-@dataclass(frozen=True)
-class Archived:
-    """One archive entry, and where it lies."""
-
-    #: ``audit`` or ``errors``
-    archive: str
-    bucket: str
-    key: str
-    #: When its object was written.
-    written: datetime | None
-    #: Its place in the object (1: the first entry).
-    line: int
-    entry: archive_entries.Entry
 
 
 class Sources:
@@ -92,37 +78,9 @@ class Sources:
 
     def keys(self, bucket: str, prefix: str) -> list[tuple[str, datetime | None]]:
         """The objects under one hour prefix, and when each was written."""
-        keys: list[tuple[str, datetime | None]] = []
-        try:
-            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                for entry in page.get("Contents", []):
-                    written = entry.get("LastModified")
-                    keys.append((entry["Key"], written.astimezone(UTC) if isinstance(written, datetime) else None))
-        except ClientError:
-            return []
-        return keys
+        return ArchiveListing(self.s3, self.buckets).keys(bucket, prefix)
 
     def archive_entries(self, window: tuple[datetime, datetime]) -> Iterator[Archived]:
         """Every entry of the audit and errors archives under the hour prefixes of ``window``;
         an object that cannot be read is passed over (the trace shows what can be read)."""
-        for kind, base in (("audit", "audit/"), ("errors", "errors/")):
-            bucket = self.buckets[kind]
-            for prefix in hour_prefixes(base, *window, errors=kind == "errors"):
-                for key, written in self.keys(bucket, prefix):
-                    try:
-                        entries = archive_entries.read(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-                    except (ClientError, OSError, EOFError):
-                        continue
-                    for number, entry in enumerate(entries, 1):
-                        yield Archived(kind, bucket, key, written, number, entry)
-
-
-def hour_prefixes(base: str, start: datetime, end: datetime, *, errors: bool) -> list[str]:
-    """The hour prefixes from ``start`` to ``end`` (for errors: under invalid/ and error/)."""
-    bases = [f"{base}invalid/", f"{base}error/"] if errors else [base]
-    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    prefixes: list[str] = []
-    while hour <= end:
-        prefixes.extend(archive_entries.hour_prefix(b, hour) for b in bases)
-        hour += timedelta(hours=1)
-    return prefixes
+        return ArchiveListing(self.s3, self.buckets).entries(window)

@@ -37,7 +37,7 @@ class Dispatch:
 
     record: str
     arrived: datetime | None
-    outcome: str  # routed | part | invalid | error | duplicate | conflict | redriven | pending
+    outcome: str  # routed | part | invalid | error | duplicate | conflict | redriven | replayed | pending
     channels: list[str] = field(default_factory=list)
     error_code: str | None = None
     error_description: str | None = None
@@ -96,7 +96,8 @@ class Timeline:
         if self.whole is not None:
             return f"sequence {self.sequence_id}: " + _whole_summary(self.whole)
         parts = []
-        for outcome in ("routed", "part", "conflict", "invalid", "error", "duplicate", "redriven", "pending"):
+        outcomes = ("routed", "part", "conflict", "invalid", "error", "duplicate", "redriven", "replayed", "pending")
+        for outcome in outcomes:
             chosen = [d for d in self.dispatches if d.outcome == outcome]
             if not chosen:
                 continue
@@ -115,6 +116,9 @@ class Timeline:
                 parts.append(f"{len(chosen)} duplicate record(s) dropped")
             elif outcome == "redriven":
                 parts.append(f"{len(chosen)} parked record(s) put back by rdss redrive")
+            elif outcome == "replayed":
+                again = ", ".join(sorted({c for d in chosen for c in d.channels})) or "-"
+                parts.append(f"{len(chosen)} record(s) sent again by rdss replay, routed to {again}")
             else:
                 parts.append(f"{len(chosen)} record(s) not processed yet")
         for group, channel, code in self.moves:

@@ -78,6 +78,7 @@ class Tracer(Sources):
             )
         ldr = LocalDataRepository(self.dynamodb, self.deployment.table("messages"))
         keys = [message_id, *(k for r in found["input"] for k in (record_key(r.record), redriven_key(r.record)))]
+        keys += findings.replay_keys(found["input"], message_id)
         claims = ldr.get(keys)
         findings.gateway_entries(self, timeline)
         findings.dispatches(timeline, found, claims)

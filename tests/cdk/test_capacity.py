@@ -42,7 +42,9 @@ def test_prod_streams_are_provisioned_and_sized_from_its_traffic(prod: Synthesiz
     assert shard_counts(prod) == dict(prod.config.capacity.shards)
     for stream in streams_by_name(prod).values():
         assert stream["StreamModeDetails"] == {"StreamMode": "PROVISIONED"}
-        assert stream["RetentionPeriodHours"] == 168  # a week, until consumers can re-read from the archive
+        assert stream["RetentionPeriodHours"] == 24  # beyond it, rdss replay sends the archived records again
+    for function in prod.resources("AWS::Lambda::Function").values():
+        assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}  # sampled: Lambda's 1/s and 5 %
 
 
 def test_retention_and_tracing_are_set_in_cdk_json(tmp_path: Path) -> None:

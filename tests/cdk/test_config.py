@@ -19,12 +19,12 @@ def test_the_three_environments_load() -> None:
     assert removal_policy(configs["prod"]) == cdk.RemovalPolicy.RETAIN
     assert removal_policy(configs["dev"]) == cdk.RemovalPolicy.DESTROY
     assert configs["staging"].removal_policy in ("retain", "destroy")
-    # a week where consumers may fall behind (until they can re-read from the archive: no
-    # replay yet); dev keeps 24 h (a shard's base retention: no extended-retention charge)
+    # a shard's base retention (no extended-retention charge) everywhere: a consumer further
+    # behind is sent the archived records again (rdss replay)
     assert {name: config.stream_retention_hours for name, config in configs.items()} == {
         "dev": 24,
-        "staging": 168,
-        "prod": 168,
+        "staging": 24,
+        "prod": 24,
     }
     for config in configs.values():
         assert config.function("broker").timeout_seconds > 0

@@ -242,6 +242,8 @@ def test_outputs_name_the_role_streams_and_region(prod: Synthesized) -> None:
         prod, prod.stack.messaging.channels.stream("input")
     )
     assert outputs["VendorEprintsRepositoryRegion"]["Value"] == REGION
+    assert outputs["VendorArchivematicaPreservationVersion"]["Value"] == "3.0.2"  # cdk.json's reads, by default
+    assert "VendorArchivematicaPreservationTenantJiscId" not in outputs  # prod declares no tenant_jisc_id
     assert "VendorEprintsRepositoryMetadataStreamName" not in outputs
     assert not {k for k in outputs if k.startswith("Vendor")} - {
         f"Vendor{camel}{what}"
@@ -253,6 +255,7 @@ def test_outputs_name_the_role_streams_and_region(prod: Synthesized) -> None:
             "Group",
             "Writes",
             "Reads",
+            "Version",
             "InputStreamName",
             "InputStreamArn",
             "InvalidStreamName",
@@ -291,6 +294,8 @@ def test_vendor_config_reads_the_synthesised_template(prod: Synthesized, capsys:
         "writes": {"invalid": "rdss-prod-invalid", "error": "rdss-prod-error"},
         "reads": {"metadata": "rdss-prod-metadata", "responses": "rdss-prod-responses"},
         "ldr": "sqlite://~/.local/state/rdss/kinesis-rdss-prod.sqlite",
+        "version": "3.0.2",
+        "tenant_jisc_id": None,
     }
     # a gateway in AWS names a table of the vendor's own; the deployment's tables are refused
     assert main([*argv, "--account", "123456789012", "--ldr", "dynamodb://archivematica-ldr"]) == 0

@@ -30,6 +30,7 @@ from rdss.local.accounting import read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
 from rdss.local.vendor_stack import LocalVendor
+from rdss.model import replay as replays
 from rdss.model.workload import Workload
 from tests.integration.test_vendor_config import caller, deployed_statements, deployment_url
 from tests.support.iam import Call, allowed
@@ -207,6 +208,35 @@ def test_other_groups_rows_and_the_brokers_tables_are_refused(runtime: Runtime, 
         assert "Item" not in runtime.endpoint.client("dynamodb").get_item(TableName=checkpoints, Key=theirs)
         # who the caller is, is always answered
         assert f":assumed-role/rdss-{deployment.environment}-vendor-{CONSUMER}/" in caller(gateway, runtime.endpoint)
+
+
+def test_no_vendor_can_grant_a_replay_or_write_a_replays_progress(runtime: Runtime, urls: dict[str, str]) -> None:
+    """A replay's grants (the broker's table) and progress (rows no group's lease key names) are an
+    operator's writes: a vendor cannot make the broker route a message again, nor mark a replay
+    done or cancelled (rdss.processors.replay)."""
+    deployment = runtime.deployment
+    checkpoints, messages = deployment.table("checkpoints"), deployment.table("messages")
+    for vendor in (PRODUCER, CONSUMER):
+        with Gateway(urls[vendor], application=vendor) as gateway:
+            dynamodb = gateway.transport.dynamodb  # type: ignore[attr-defined]
+            grant = {"messageId": {"S": replays.grant_key("fix", str(uuid.uuid4()))}, "digest": {"S": "d"}}
+            replay_row = {"lease": {"S": "replays"}, "shardId": {"S": "fix"}, "status": {"S": "cancelled"}}
+            sent_row = {"lease": {"S": "replay:fix"}, "shardId": {"S": "rdss-x-input/shardId-0/1"}}
+            cancel = {
+                "Key": {"lease": {"S": "replays"}, "shardId": {"S": "fix"}},
+                "UpdateExpression": "SET #s = :s",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": {":s": {"S": "cancelled"}},
+            }
+            for action, arguments in (
+                ("put_item", {"TableName": messages, "Item": grant}),
+                ("put_item", {"TableName": checkpoints, "Item": replay_row}),
+                ("put_item", {"TableName": checkpoints, "Item": sent_row}),
+                ("update_item", {"TableName": checkpoints, **cancel}),
+            ):
+                with pytest.raises(ClientError) as raised:
+                    getattr(dynamodb, action)(**arguments)
+                assert denied(raised.value)
 
 
 PROBES = {

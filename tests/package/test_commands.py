@@ -172,6 +172,14 @@ def test_commands_against_a_local_runtime(venv: Path, runtime: LocalRuntime, tmp
     traced = ok(rdss(venv, env, cwd, "trace", message_id)).out
     assert "routed to metadata" in traced
     ok(rdss(venv, env, cwd, "redrive", "--dry-run"))
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+    start = ("replay", "start", "pkg", "--since", since, "--json")
+    assert json.loads(ok(rdss(venv, env, cwd, *start, "--dry-run")).out)["status"] == "dry run"
+    replayed = json.loads(ok(rdss(venv, env, cwd, *start)).out)  # Firehose may deliver more meanwhile
+    assert (replayed["status"], replayed["sent"]) == ("done", replayed["selected"]), replayed
+    assert ok(rdss(venv, env, cwd, "replay", "list")).out.startswith("pkg: done")
+    assert json.loads(ok(rdss(venv, env, cwd, "replay", "status", "pkg", "--json")).out)["sent"] == replayed["sent"]
+    assert ok(rdss(venv, env, cwd, "replay", "cancel", "pkg")).out.strip() == "replay pkg cancelled"
     state = json.loads(ok(rdss(venv, env, cwd, "status", "--json")).out)
     shown = console_page(venv, env, cwd)
     assert shown.count("data-channel=") == len(state["channels"])

@@ -66,6 +66,9 @@ SUITES = {
     # alone it was the longest suite (24 minutes of a 24-minute run, with 9 of CPU)
     "integration": [*PYTEST, "-n", "2", "tests/integration"],
     "glue": [*PYTEST, "tests/glue", "tests/analytics"],
+    # the classifier against the reference validators on 10,000s of mutants: minutes of the
+    # reference's CPU, so a suite of its own, outside `make check`'s quick loop
+    "fuzz": [*PYTEST, "tests/fuzz"],
     "amqp": [*PYTEST, "tests/amqp"],
     # rdss console in Debian's headless Chromium (make chromium), on one local runtime
     "console": [*PYTEST, "tests/console"],

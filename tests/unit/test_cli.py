@@ -34,11 +34,33 @@ def test_validate_json_lines_follow_the_contract(capsys):
     lines = [orjson.loads(line) for line in out.splitlines()]
     assert code == 1
     assert err == ""
-    assert lines[0] == {"file": str(VALID), "valid": True, "errorCode": None, "errorDescription": None}
-    assert set(lines[1]) == {"file", "valid", "errorCode", "errorDescription"}
+    assert lines[0] == {
+        "file": str(VALID),
+        "valid": True,
+        "errorCode": None,
+        "errorDescription": None,
+        "version": "3.0.2",
+    }
+    assert set(lines[1]) == {"file", "valid", "errorCode", "errorDescription", "version"}
     assert lines[1]["valid"] is False
     assert lines[1]["errorCode"] == "GENERR010"
     assert "messageId" in lines[1]["errorDescription"]
+
+
+def test_validate_json_names_the_version_each_message_was_judged_against(capsys, tmp_path: Path):
+    code, out, _ = run(capsys, "new", "--version", "4.0.0", "MetadataDelete")
+    assert code == 0
+    four = tmp_path / "four.json"
+    four.write_text(out)
+    vocabulary = orjson.loads(out)
+    vocabulary["messageHeader"]["messageType"] = "VocabularyRead"
+    (tmp_path / "vocabulary.json").write_bytes(orjson.dumps(vocabulary))
+    code, out, _ = run(capsys, "validate", "--json", str(four), str(VALID), str(tmp_path / "vocabulary.json"))
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert code == 1
+    assert [(line["valid"], line["version"]) for line in lines] == [(True, "4.0.0"), (True, "3.0.2"), (False, "4.0.0")]
+    assert lines[2]["errorCode"] == "GENERR002"
+    assert "gone in 4.0.0" in lines[2]["errorDescription"]
 
 
 def test_validate_exits_0_when_all_are_valid(capsys):

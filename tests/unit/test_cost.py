@@ -358,7 +358,7 @@ def test_the_settings_come_from_the_given_cdk_json(tmp_path: Path) -> None:
     loaded = load_file("x", tmp_path / "cdk.json")
     assert loaded.function("broker") == FunctionSettings(memory_mb=256)
     assert loaded.stream_capacity.mode == "on-demand"
-    assert loaded.stream_retention_hours == 168  # a week, until consumers can re-read from the archive
+    assert loaded.stream_retention_hours == 24  # a shard's base retention; rdss replay serves what is older
     assert loaded.tracing == "active"
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ConfigError, match="no rdss context"):

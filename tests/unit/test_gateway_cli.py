@@ -23,7 +23,8 @@ from rdss.host.inputs import ndjson
 from rdss.model import history
 from rdss.model.messages import reply
 from rdss.model.sequences import sequence_id
-from rdss.model.workload import Workload
+from rdss.model.validation import validate
+from rdss.model.workload import Workload, Workload4
 from tests.conftest import EXAMPLES
 
 
@@ -215,6 +216,26 @@ def test_ndjson_with_a_bad_line_sends_nothing_and_names_the_line(url, capsys, tm
     assert f"{ndjson}:2: GENERR004 " in err
     assert f"{ndjson}:3: GENERR007 " in err
     assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
+
+
+def test_send_judges_each_message_by_the_version_it_declares(url, capsys, tmp_path):
+    four = write(tmp_path, "four.json", Workload4(8).message("MetadataCreate", "Event"))
+    code, out, err = run(capsys, "send", str(four))
+    assert (code, err) == (0, "")
+    assert out.startswith(f"{four}: sent ")
+    [sent] = memory_backend.bus(url.split("//")[1]).payloads("input")
+    assert (validate(sent).valid, validate(sent).version) == (True, "4.0.0")  # with the sender's hop added
+    # a 3.0.2 message declaring 4.0.0 lacks tenantJiscID; a 4.0.0 vocabulary message has no form
+    shaped_3 = Workload(8).message("MetadataCreate", "Event")
+    shaped_3["messageHeader"]["version"] = "4.0.0"
+    vocabulary = Workload4(8).message("MetadataDelete", "Event")
+    vocabulary["messageHeader"]["messageType"] = "VocabularyPatch"
+    for name, message, expected in [("shaped.json", shaped_3, "GENERR004"), ("vocab.json", vocabulary, "GENERR002")]:
+        path = write(tmp_path, name, message)
+        code, out, err = run(capsys, "send", str(path))
+        assert (code, out) == (1, "")
+        assert f"\n{path}: {expected} " in err
+    assert len(memory_backend.bus(url.split("//")[1]).payloads("input")) == 1
 
 
 def test_an_array_of_messages_is_refused_with_a_hint(url, capsys, tmp_path):

@@ -388,6 +388,44 @@ def test_without_max_attempts_a_failing_message_is_retried_for_ever(bus_name):
     assert (stats.poison, memory_backend.bus(bus_name).payloads("error")) == (0, [])
 
 
+def test_a_retried_message_does_not_move_again_the_records_moved_behind_it(bus_name):
+    # a nack rewinds the partition to the failed message; the invalid and expired records read
+    # behind it in the same poll were moved and settled already: they must not be moved again
+    poison = Workload(22).message("MetadataDelete", "Event")
+    malformed = Workload(23).message("MetadataDelete", "Event")
+    malformed["messageHeader"]["messageId"] = "bad-1"  # GENERR010
+    stale = new_message(
+        "MetadataDelete",
+        {"objectUuid": str(uuid.uuid4())},
+        expires_in=timedelta(seconds=1),
+        now=timestamps.now() - timedelta(minutes=5),
+    )  # GENERR003
+    later = Workload(24).message("MetadataDelete", "Event")
+    records = [poison, malformed, later, stale]
+    memory_backend.bus(bus_name).put_records(
+        StreamName="metadata", Records=[{"Data": orjson.dumps(m), "PartitionKey": "k"} for m in records]
+    )
+    calls: list[str] = []
+
+    def handler(received: Received) -> None:
+        calls.append(received.message_id)
+        if received.message_id == poison["messageHeader"]["messageId"]:
+            raise ValueError("cannot map it")
+
+    stats = gateway(bus_name, "consumer").listen(
+        "metadata", handler, max_attempts=3, backoff=Backoff(base=0.001), idle_timeout=0.3, poll_interval=0.01
+    )
+    bus = memory_backend.bus(bus_name)
+    invalid, error = bus.payloads("invalid"), bus.payloads("error")
+    assert [decoration.original(r) for r in invalid] == [orjson.dumps(malformed)]  # moved once
+    assert sorted(orjson.loads(r)["messageHeader"]["errorCode"] for r in error) == ["GENERR003", "GENERR009"]
+    assert (stats.invalid, stats.expired, stats.poison, stats.redelivered) == (1, 1, 1, 2)
+    assert calls == [poison["messageHeader"]["messageId"]] * 3 + [later["messageHeader"]["messageId"]]
+    with gateway(bus_name, "consumer").receiver("metadata", poll_interval=0.01) as inbox:
+        assert inbox.receive(timeout=0.05) is None
+    assert inbox.stats.records == 0  # and the checkpoint is past them all
+
+
 def test_nack_redelivers_in_order(bus_name):
     g = gateway(bus_name, "consumer")
     messages = Workload(18).mix(3)

@@ -69,11 +69,29 @@ def test_skeletons_are_valid_for_every_type_and_class(message_type: str):
         assert validate(orjson.dumps(skeleton(message_type, message_class))).valid
 
 
+@pytest.mark.parametrize("message_type", schemas.V4.message_types)
+def test_4_0_0_skeletons_are_valid_4_0_0_messages_for_every_type_and_class(message_type: str):
+    for message_class in schemas.V4.classes_for(message_type):
+        message = skeleton(message_type, message_class, version="4.0.0")
+        assert message["messageHeader"]["version"] == "4.0.0"
+        verdict = validate(orjson.dumps(message))
+        assert (verdict.valid, verdict.version) == (True, "4.0.0"), verdict.error_description
+        # judged against 3.0.2 (the version it does not declare), it would not pass
+        message["messageHeader"]["version"] = "3.0.2"
+        assert not validate(orjson.dumps(message)).valid
+
+
 def test_skeletons_refuse_unsupported_pairs():
     with pytest.raises(ValueError, match="does not travel as Event"):
         skeleton("MetadataRead", "Event")
     with pytest.raises(ValueError, match="unknown message type"):
         skeleton("MetadataPatch")
+    with pytest.raises(ValueError, match=r"unknown message type 'VocabularyRead' in 4\.0\.0"):
+        skeleton("VocabularyRead", version="4.0.0")
+    with pytest.raises(ValueError, match="unknown message type 'PreservationEvent'"):
+        skeleton("PreservationEvent")
+    with pytest.raises(ValueError, match="not spoken here"):
+        skeleton("MetadataCreate", version="5.0.0")
 
 
 def test_every_spec_error_code_is_defined_with_its_channel():

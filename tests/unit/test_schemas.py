@@ -137,3 +137,36 @@ def test_every_rule_rejects_its_mutation(path: Path):
                 # the valid path's single is_valid call must reject what the staged walk describes
                 assert not checker.is_valid(mutation.message), str(mutation)
     assert count >= 20  # the walk really visited the message
+
+
+# -- the 4.0.0 set ---------------------------------------------------------------------------------
+
+
+def test_the_4_0_0_set_is_valid_2020_12_under_its_own_namespace_and_apart_from_3_0_2():
+    documents = schemas.V4.documents()
+    assert len(documents) == 18
+    for relative, document in documents.items():
+        assert document["$schema"] == schemas.DIALECT, relative
+        assert document["$id"] == schemas.V4.base + relative
+        assert jsonschema_rs.meta.is_valid(document), relative
+    # the 3.0.2 set is schemas/ itself, less the 4.0.0 directory within it
+    assert not [relative for relative in schemas.documents() if relative.startswith("4.0.0/")]
+
+
+def test_every_4_0_0_definition_compiles_its_references_resolving_within_the_set():
+    for relative, document in schemas.V4.documents().items():
+        for name in document.get("$defs", {}):
+            assert schemas.V4.validator(f"{relative}#/$defs/{name}") is not None, (relative, name)
+
+
+def test_4_0_0_enumerations_are_strings():
+    definitions = schemas.V4.documents()["model/enumerations.json"]["$defs"]
+    assert len(definitions) == 23
+    for name, definition in definitions.items():
+        assert definition["enum"], name
+        assert all(type(value) is str for value in definition["enum"]), name
+    assert definitions["messageType"]["enum"] == list(schemas.V4.message_types)
+    # draft 06 (the published 4.0.0 schemas) counts 1.0 as an integer, as 2020-12 does
+    assert schemas.V4.validator("message/header.json#/$defs/messageSequence").is_valid(
+        {"sequence": "9b2e9f5c-1c1a-4d5e-8f00-0a0b0c0d0e0f", "position": 1.0, "total": 1.0}
+    )

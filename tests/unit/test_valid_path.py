@@ -16,7 +16,7 @@ from rdss.model import schemas, validation
 from rdss.model.messages import failure_reply
 from rdss.model.sequences import split
 from rdss.model.validation import _Classifier, _validator, validate
-from rdss.model.workload import Workload
+from rdss.model.workload import Workload, Workload4
 
 # within 64 bits: orjson serialises no wider
 _json = st.recursive(
@@ -120,7 +120,7 @@ class _Counting:
 )
 def test_a_valid_message_costs_one_parse_and_one_is_valid(monkeypatch, message_type: str, message_class: str):
     message = Workload(5).message(message_type, message_class)
-    key = (message_type, message_class, False)
+    key = (message_type, message_class, False, schemas.V3)
     counting = _Counting(_validator(*key))
     monkeypatch.setitem(validation._VALIDATORS, key, counting)
     parses: list[bytes] = []
@@ -132,10 +132,24 @@ def test_a_valid_message_costs_one_parse_and_one_is_valid(monkeypatch, message_t
     assert len(parses) == 1
 
 
+@pytest.mark.parametrize(
+    ("message_type", "message_class"),
+    [(t, c) for t in schemas.V4.message_types for c in schemas.V4.classes_for(t)],
+)
+def test_a_valid_4_0_0_message_costs_one_parse_and_one_is_valid_too(monkeypatch, message_type: str, message_class: str):
+    message = Workload4(5).message(message_type, message_class)
+    key = (message_type, message_class, False, schemas.V4)
+    counting = _Counting(_validator(*key))
+    monkeypatch.setitem(validation._VALIDATORS, key, counting)
+    verdict = validate(orjson.dumps(message))
+    assert (verdict.valid, verdict.version) == (True, "4.0.0")
+    assert counting.calls == ["is_valid"]
+
+
 @pytest.mark.parametrize("message_type", ["MetadataRead", "VocabularyRead"])
 def test_a_failure_reply_takes_the_valid_path_with_its_requests_validator(monkeypatch, message_type: str):
     failure = failure_reply(Workload(5).message(message_type, "Command"), "APPERR001", "cannot answer")
-    key = (message_type, "Command", False)  # the request's body, the reply's own header
+    key = (message_type, "Command", False, schemas.V3)  # the request's body, the reply's own header
     counting = _Counting(_validator(*key))
     monkeypatch.setitem(validation._VALIDATORS, key, counting)
     assert validate(orjson.dumps(failure)).valid
@@ -145,7 +159,7 @@ def test_a_failure_reply_takes_the_valid_path_with_its_requests_validator(monkey
 def test_an_invalid_message_is_described_by_the_staged_walk(monkeypatch):
     message = Workload(5).message("MetadataDelete", "Event")
     message["messageBody"]["objectUuid"] = "nope"
-    key = ("MetadataDelete", "Event", False)
+    key = ("MetadataDelete", "Event", False, schemas.V3)
     counting = _Counting(_validator(*key))
     monkeypatch.setitem(validation._VALIDATORS, key, counting)
     verdict = validate(orjson.dumps(message))

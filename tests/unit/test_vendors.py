@@ -56,6 +56,39 @@ def test_local_vendor_specs() -> None:
     for bad in ("acme", "acme:writes", ":produces"):
         with pytest.raises(ValueError, match="produces"):
             parse_vendor(bad)
+    assert parse_vendor("pres:consumes=metadata:reads=4.0.0") == (
+        "pres",
+        LocalVendor(consumes=("metadata",), reads="4.0.0"),
+    )
+    assert parse_vendor("lib:consumes=metadata")[1].reads == "3.0.2"
+    with pytest.raises(ValueError, match="reads="):
+        parse_vendor("pres:consumes=metadata:reads=5.0.0")
+
+
+def test_vendor_config_says_the_version_read_and_the_tenant() -> None:
+    from rdss.cli.vendor import gateway_config
+
+    outputs = {
+        output_key("pres", what): value
+        for what, value in {
+            "RoleArn": "arn:aws:iam::123456789012:role/rdss-prod-vendor-pres",
+            "ExternalId": "abcdef",
+            "Region": "eu-west-2",
+            "Group": "pres",
+            "Writes": "invalid,error",
+            "Reads": "metadata,responses",
+            "InvalidStreamName": "rdss-prod-invalid",
+            "ErrorStreamName": "rdss-prod-error",
+            "MetadataStreamName": "rdss-prod-metadata",
+            "ResponsesStreamName": "rdss-prod-responses",
+        }.items()
+    }
+    before = gateway_config("pres", "prod", outputs, None)  # a stack deployed before versions were declared
+    assert (before.version, before.tenant_jisc_id) == ("3.0.2", None)
+    outputs[output_key("pres", "Version")] = "4.0.0"
+    outputs[output_key("pres", "TenantJiscId")] = "1234"
+    config = gateway_config("pres", "prod", outputs, None)
+    assert (config.version, config.tenant_jisc_id) == ("4.0.0", 1234)
 
 
 def test_role_options_of_kinesis_urls() -> None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from rdss.amgi.batch import deliver, kinesis_send, receive_batch
 from rdss.amgi.types import Receive, Send
 from rdss.model import history
+from rdss.model import replay as replays
 from rdss.model.conflicts import CONFLICT, DIGEST_ATTRIBUTE, conflicts, message_digest
 from rdss.model.errors import ErrorCode
 from rdss.observability.fields import message_fields
@@ -71,6 +72,8 @@ class _Item:
     held: bool = False
     #: For a valid message: the digest telling a resend from another message under its id.
     digest: str | None = None
+    #: The replay an operator granted this record as (claimed once per replay, marked when routed).
+    replay: replays.Mark | None = None
 
 
 class Broker(Processor):
@@ -86,6 +89,7 @@ class Broker(Processor):
         items = [self._classify_guarded(event, now) for event in events]
         tally = Tally()
         self._settle_errors(items, tally)
+        self._grant_replays([i for i in items if not i.held and i.failure is None and i.error is None])
         ledger = self.ldr.new_ledger()
         self._claim([i for i in items if not i.held and i.failure is None], ledger, tally)
         self._plan_outputs([i for i in items if not i.held], now, tally)
@@ -179,6 +183,29 @@ class Broker(Processor):
         return item
 
     # -- 2. claim ------------------------------------------------------------------------------
+    def _grant_replays(self, items: list[_Item]) -> None:
+        """Records that say they are a replay (:mod:`rdss.model.replay`) and that the operator's
+        ``rdss replay`` granted - a grant in this table, naming the message's digest - are claimed
+        under the replay's own key, not their messageId: routed once more per replay, not dropped
+        as duplicates. A replay hop without a grant (a producer's) changes nothing."""
+        asking = [
+            (i, m) for i in items if i.verdict.valid and not i.verdict.is_part and (m := replays.requested(i.header))
+        ]
+        if not asking:
+            return
+        try:
+            grants = self.ldr.get([replays.grant_key(m.name, i.key) for i, m in asking])
+        except Exception:
+            logger.exception("replay grants could not be read")
+            for item, _ in asking:
+                item.failure = "replay grants could not be read (DynamoDB unavailable); retry"
+            return
+        for item, mark in asking:
+            grant = grants.get(replays.grant_key(mark.name, item.key))
+            if grant is not None and grant.get(DIGEST_ATTRIBUTE) == item.digest:
+                item.replay = mark
+                item.key = replays.claim_key(mark.name, item.key)
+
     def _claim(self, items: list[_Item], ledger: str, tally: Tally) -> None:
         first: dict[str, _Item] = {}
         repeats: list[_Item] = []  # the same key again in this batch: judged once its claim is known
@@ -249,7 +276,9 @@ class Broker(Processor):
                 "(its messageType, messageClass or messageBody differ); a messageId names one message"
             )
             item.key = record_key(item.record)
-            item.verdict = Verdict(ErrorCode.GENERR004, description, item.verdict.message, item.verdict.is_part)
+            item.verdict = Verdict(
+                ErrorCode.GENERR004, description, item.verdict.message, item.verdict.is_part, item.verdict.version
+            )
         self.ldr.claim(claims, ledger=ledger)
         for (item, earlier), claim in zip(conflicting, claims, strict=True):
             if claim.outcome is ClaimOutcome.REDELIVERED and claim.already_sent:
@@ -336,9 +365,10 @@ class Broker(Processor):
             item.outcome = "routed"
             if logger.log_level <= logging.DEBUG:
                 logger.debug("message routed", extra=message_fields(header, destination.channel, record=item.record))
-            item.outputs.append(
-                kinesis_send(destination.stream, history.append(item.payload, hop, header=header), item.partition_key)
-            )
+            payload = history.append(item.payload, hop, header=header)
+            if item.replay is not None:  # the last hop: only the broker (granted) or the operator write it
+                payload = history.append(payload, history.hop(item.replay.machine_id, now=now))
+            item.outputs.append(kinesis_send(destination.stream, payload, item.partition_key))
             tally.add("channel", destination.channel)
         tally.add("outcome", item.outcome)
 

@@ -7,6 +7,12 @@ it too - else the broker routes what consumers refuse - and where the reference 
 classifier must accept it, except for the deliberate differences named below, each with its
 reason. A disagreement nothing below explains fails the test.
 
+The classifier judges a message by the version its header declares (MAJOR 4: 4.0.0, else
+3.0.2). A mutation that changes the declared version (3.0.2 to 4.1.0, 4.0.0 to 40.0.0) moves the
+message to the other version's rules; it is then compared with that version's reference and its
+differences (``_disagreement``), as the 4.0.0 test (test_reference_agreement_4.py) does with the
+same machinery.
+
 The published schemas are read where they are (never copied into the project); when they are
 nowhere to be found the test fails, it does not skip.
 """
@@ -36,6 +42,7 @@ from rdss.model.sequences import split
 from rdss.model.validation import Verdict, validate
 from rdss.model.workload import Workload
 from tests.conftest import valid_examples
+from tests.support.published import reference_4
 
 # -- the reference ------------------------------------------------------------------------------
 
@@ -51,6 +58,11 @@ def reference() -> Callable[[bytes], bool]:
             pytrace=False,
         )
     return reference_validator(location)
+
+
+def _reference_of(version: str) -> Callable[[bytes], bool]:
+    """The reference of the version a verdict was judged against."""
+    return reference_4() if version == schemas.V4.version else reference()
 
 
 def test_the_published_schemas_are_found():
@@ -82,8 +94,10 @@ def _total(message: dict[str, Any]) -> Any:
 
 
 def _is_part(message: dict[str, Any]) -> bool:
+    # 4.0.0 (draft 06) counts 2.0 as an integer, 3.0.2 (draft 04) does not: the header stage
+    # refuses a 3.0.2 message with such a total before its body is looked at
     total = _total(message)
-    return type(total) is int and total > 1
+    return type(total) in (int, float) and total > 1 and float(total).is_integer()
 
 
 def _names(verdict: Verdict, *prefixes: str) -> bool:
@@ -160,12 +174,12 @@ def _failure_reply(message: dict[str, Any], verdict: Verdict) -> bool:
     if not (header.get("messageClass") == "Document" and header.get("errorCode") and header.get("correlationId")):
         return False
     as_request = {**message, "messageHeader": {**header, "messageClass": "Command"}}
-    return reference()(orjson.dumps(as_request))
+    return _reference_of(verdict.version)(orjson.dumps(as_request))
 
 
 def _leap_second(message: dict[str, Any], verdict: Verdict) -> bool:
     undone = _map_strings(message, lambda text: _LEAP_SECOND.sub(r"\g<1>59", text))
-    return undone != message and reference()(orjson.dumps(undone))
+    return undone != message and _reference_of(verdict.version)(orjson.dumps(undone))
 
 
 STRICTER = (
@@ -336,10 +350,11 @@ class Mutated:
 
 
 @st.composite
-def mutated(draw: st.DrawFn) -> Mutated:
-    """A valid message with one to three changes: a string edited, a number moved or written
-    with a fraction, a value replaced, a member deleted or added, a list item duplicated."""
-    message = copy.deepcopy(draw(st.sampled_from(SEEDS)))
+def mutated(draw: st.DrawFn, seeds: list[dict[str, Any]] | None = None) -> Mutated:
+    """A valid message (one of ``seeds``, by default :data:`SEEDS`) with one to three changes: a
+    string edited, a number moved or written with a fraction, a value replaced, a member deleted
+    or added, a list item duplicated."""
+    message = copy.deepcopy(draw(st.sampled_from(SEEDS if seeds is None else seeds)))
     changes: list[str] = []
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(_paths(message)))
@@ -389,12 +404,16 @@ def _count(outcome: str) -> None:
         event(outcome)
 
 
-def _disagreement(message: dict[str, Any]) -> str | None:
-    """None when the classifier and the reference agree, or disagree as a named difference
-    explains; else what happened."""
+def _disagreement(message: dict[str, Any], version: str = schemas.V3.version) -> str | None:
+    """None when the classifier and the reference of ``version`` agree, or disagree as a named
+    difference explains; else what happened. A message the classifier judged against the other
+    version (its declared version says so) is compared with that version's reference."""
     payload = orjson.dumps(message)
-    expected = reference()(payload)
     verdict = validate(payload, check_expiry=False, size_limit=None)
+    if verdict.version != version:
+        _count(f"judged as declared: {verdict.version}")
+        return _disagreement(message, verdict.version)
+    expected = _reference_of(version)(payload)
     if expected == verdict.valid:
         _count(f"agree: {verdict.error_code or 'valid'}")
         return None
@@ -499,3 +518,16 @@ def test_each_difference_is_real():
         verdict = validate(payload, check_expiry=False)
         assert reference()(payload) != verdict.valid, name
         assert _explained(LAXER if verdict.valid else STRICTER, message, verdict) == [name]
+
+
+def test_a_message_declaring_major_4_is_judged_as_4_0_0():
+    # the published 3.0.2 header asks only for a semantic version, so its reference accepts a
+    # 3.0.2 message declaring 4.1.0; the classifier judges it by the version it declares, and
+    # the 4.0.0 reference refuses it too (no tenantJiscID, objectUuid where 4.0.0 has objectUUID)
+    message = _changed(_delete(), ("messageHeader", "version"), "4.1.0")
+    payload = orjson.dumps(message)
+    assert reference()(payload)
+    verdict = validate(payload)
+    assert (verdict.valid, verdict.version) == (False, "4.0.0")
+    assert not reference_4()(payload)
+    assert _disagreement(message) is None

@@ -1,0 +1,216 @@
+"""``rdss replay``: send archived records again, through the broker or to one consumer group."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rdss.aws.failures import describe
+from rdss.cli.common import (
+    INVALID,
+    CommandError,
+    add_command,
+    add_deployment_option,
+    aws_deployment,
+    number,
+    print_json,
+    stop_on_signals,
+    text,
+)
+from rdss.cli.redrive import deployment_names
+from rdss.host.display import printable
+from rdss.model import timestamps
+
+
+def register(commands: Any) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="send archived records again: through the broker, or to one consumer group",
+        description="Replays: archived records sent again, each once per replay, with progress kept.",
+    )
+    actions = replay.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    start = add_command(actions, "start", run_start, help="start (or resume) a replay")
+    start.add_argument("name", metavar="NAME", type=text, help="the replay's name (resume it by starting it again)")
+    add_deployment_option(start)
+    start.add_argument("--since", required=True, metavar="T", help="RFC 3339: records that arrived from then")
+    start.add_argument("--until", metavar="T", help="RFC 3339: ... until then (default: now)")
+    start.add_argument("--channel", choices=("input", "invalid", "error"), default="input", help="default: input")
+    start.add_argument("--type", dest="message_type", metavar="TYPE", type=text, help="only this messageType")
+    start.add_argument("--code", metavar="CODE", type=text, help="only records with this errorCode")
+    start.add_argument(
+        "--id", dest="ids", action="append", default=[], metavar="MESSAGEID", type=text, help="only these (repeatable)"
+    )
+    start.add_argument(
+        "--into", default="input", metavar="input|group:GROUP", type=text, help="where to send them (default: input)"
+    )
+    start.add_argument("--dry-run", action="store_true", help="count what would be sent; send nothing")
+    start.add_argument("--rate", type=number(0, 1_000_000, what="records/s"), metavar="N", help="at most N records/s")
+    start.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    listing = add_command(actions, "list", run_list, help="the replays and their status")
+    add_deployment_option(listing)
+    listing.add_argument("--json", action="store_true", help="as JSON")
+
+    status = add_command(actions, "status", run_status, help="one replay's options, status and counts")
+    status.add_argument("name", metavar="NAME", type=text)
+    add_deployment_option(status)
+    status.add_argument("--json", action="store_true", help="as JSON")
+
+    cancel = add_command(actions, "cancel", run_cancel, help="stop a replay: a running start stops at its next batch")
+    cancel.add_argument("name", metavar="NAME", type=text)
+    add_deployment_option(cancel)
+
+
+def _moment(option: str, value: str | None) -> datetime:
+    try:
+        return timestamps.parse(value) if value else timestamps.now()
+    except ValueError as error:
+        raise CommandError(f"{option}: {error}") from error
+
+
+def _replayer(args: argparse.Namespace, command: str) -> Any:
+    from rdss.processors.replay import Replayer
+
+    target = aws_deployment(args.url, command)
+    deployment = deployment_names(target)
+    return Replayer(
+        deployment,
+        kinesis=target.client("kinesis"),
+        dynamodb=target.client("dynamodb"),
+        s3=target.client("s3"),
+    )
+
+
+def run_start(args: argparse.Namespace) -> int:
+    """Select the archived records of --channel (input, invalid or error) that arrived between --since and --until
+    (and of --type, with --code, or with one of the --id messageIds), read from the audit and errors archives in S3,
+    and send each again: with --into input (the default) back through the broker, which routes it once more - marked
+    by a messageHistory hop rdss-replay/NAME, claimed under the replay (not dropped as the duplicate of the message it
+    was), against a grant written in the broker's table, which no producer can write; with --into group:GROUP straight
+    onto its routed channel, where only GROUP's receivers take it (hop rdss-replay/NAME/GROUP). Progress is kept in the
+    deployment's checkpoints table: start NAME again with the same options to resume an interrupted replay (nothing it
+    sent is sent again). --dry-run counts; --rate bounds the pace. Exit 1 when records were refused.
+    """
+    from rdss.processors.replay import ReplayExists, Selection, Spec
+
+    try:
+        selection = Selection(
+            since=_moment("--since", args.since),
+            until=_moment("--until", args.until),
+            channel=args.channel,
+            message_type=args.message_type,
+            code=args.code,
+            ids=tuple(args.ids),
+        )
+        spec = Spec(args.name, selection, args.into)
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+    replayer = _replayer(args, "replay")
+    stop = stop_on_signals()
+    bar = _Bar() if sys.stderr.isatty() and not args.json else None
+    try:
+        summary = replayer.run(
+            spec, dry_run=args.dry_run, rate=args.rate, on_batch=bar.show if bar else None, stop=stop.is_set
+        )
+    except ReplayExists as error:
+        raise CommandError(str(error.args[0])) from error
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error)) from error
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print_json(summary.as_dict())
+    else:
+        print(printable(summary.line()))
+        for problem in summary.problems:
+            print(printable(f"  refused: {problem}"))
+    return INVALID if summary.failed else 0
+
+
+class _Bar:
+    """A progress line on a terminal (standard error), redrawn each batch."""
+
+    def __init__(self) -> None:
+        self.drawn = False
+
+    def show(self, summary: Any) -> None:
+        done = summary.sent + summary.already + summary.skipped
+        print(
+            f"\rreplay {printable(summary.name)}: {done} of {summary.selected} selected handled, {summary.sent} sent",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            print(file=sys.stderr)
+
+
+def _rows(args: argparse.Namespace, command: str) -> tuple[Any, list[dict[str, Any]]]:
+    replayer = _replayer(args, command)
+    try:
+        return replayer, replayer.progress.list()
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error)) from error
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """The replays of the deployment (kept 35 days after their last change), each with its status and counts."""
+    _, rows = _rows(args, "replay list")
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print("no replays")
+    for row in rows if not args.json else ():
+        print(printable(_describe(row)))
+    return 0
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return (
+        f"{row['name']}: {row.get('status')}, {row.get('sent', 0)} sent"
+        + (f" of {row['selected']} selected" if "selected" in row else "")
+        + f", started {row.get('created')}, last {row.get('updated')}"
+    )
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """One replay: its options (selection and target), status, the records it selected and sent. Exit 1 when there
+    is no replay of that name."""
+    replayer = _replayer(args, "replay status")
+    try:
+        row = replayer.progress.get(args.name)
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error)) from error
+    if row is None:
+        print(printable(f"no replay {args.name}"), file=sys.stderr)
+        return INVALID
+    if args.json:
+        print_json(row)
+    else:
+        print(printable(_describe(row)))
+        print(printable(f"  options: {row.get('options')}"))
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    """Cancel a replay: a start running it stops before its next batch, and it cannot be resumed (what it sent stays
+    sent). Exit 1 when there is no replay of that name."""
+    replayer = _replayer(args, "replay cancel")
+    try:
+        found = replayer.progress.cancel(args.name)
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error)) from error
+    if not found:
+        print(printable(f"no replay {args.name}"), file=sys.stderr)
+        return INVALID
+    print(printable(f"replay {args.name} cancelled"))
+    return 0

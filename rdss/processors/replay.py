@@ -1,0 +1,545 @@
+"""Replay: send archived records again (``rdss replay``).
+
+Redrive puts back what Lambda gave up on, within the streams' retention; a replay re-reads
+history from the archive, however old: every record of a time window, of one channel, of one
+messageType, error code or set of messageIds (:class:`Selection`), read from the audit and
+errors archives by hour (:class:`rdss.archive.listing.ArchiveListing`, the reader ``rdss trace``
+uses too) and sent again:
+
+* ``--into input`` (the default): back through the broker, each record with a hop naming the
+  replay (:mod:`rdss.model.replay`). The broker would drop a message it claimed before as a
+  duplicate; for each message it is to route again the replay first writes a *grant* into the
+  broker's table - ``replay-grant#<name>#<messageId>``, naming the message's digest - and the broker
+  claims a record carrying the replay's hop *and* matching a grant under the replay's own key:
+  routed once more per replay, a second copy dropped as that claim's duplicate. As with redrive
+  (:mod:`rdss.processors.redrive_claims`), the table is the broker's and no vendor's role may
+  write it, so a producer cannot forge a replay: a hop without a grant changes nothing. Invalid
+  records (claimed as their stream record) go through the broker and are moved again. Parts of a
+  sequence are not replayed: the sequencer released the whole once and would not again.
+* ``--into group:G``: straight onto each message's routed channel, with a last hop naming the
+  replay and the group: only G's receivers take it (:meth:`rdss.model.replay.Mark.reaches`);
+  the others settle it unseen. Only valid whole messages can be replayed so.
+
+A replay's progress lies in the ``checkpoints`` table, under keys no vendor's role can write
+(theirs are ``<group>#<stream>``, exactly): the replay itself under ``replays``/``<name>`` (its
+options, status and counts) and one row per record sent under ``replay:<name>``. A record is
+noted once PutRecords accepted it; a run stopped between the two sends it again when resumed,
+and the broker (or the group's receivers, which de-duplicate a replay under its own key) drop the
+second copy - so each selected record is delivered once per replay.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from rdss.archive.entries import Entry, archived_at
+from rdss.archive.listing import Archived, ArchiveListing
+from rdss.aws.putrecords import PutRecordsBatcher, Record
+from rdss.deployment.topology import RDSS, Deployment
+from rdss.model import history
+from rdss.model import replay as replays
+from rdss.model.conflicts import DIGEST_ATTRIBUTE, message_digest
+from rdss.model.validation import validate
+from rdss.repository.dynamodb import LocalDataRepository
+
+#: The channels whose records are archived, and so can be replayed.
+CHANNELS = ("input", "invalid", "error")
+#: The checkpoints table's partition key of every replay's own row.
+REPLAYS = "replays"
+#: How long a replay's rows are kept after its last change.
+KEEP = timedelta(days=35)
+#: Firehose writes a record up to 15 minutes after it arrived: archive hours read past --until.
+_ARCHIVE_LAG = timedelta(hours=1)
+#: Records put (and noted) at a time.
+BATCH = 100
+_WRITE_BATCH = 25
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which archived records a replay sends: those that arrived in [since, until) on ``channel``,
+    and - when given - of ``message_type``, with ``code`` (errorCode) or one of ``ids``."""
+
+    since: datetime
+    until: datetime
+    channel: str = "input"
+    message_type: str | None = None
+    code: str | None = None
+    ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.channel not in CHANNELS:
+            raise ValueError(f"channel {self.channel!r} is not archived (one of {', '.join(CHANNELS)})")
+        if self.until <= self.since:
+            raise ValueError("--until must be after --since")
+
+    def archives(self) -> tuple[str, ...]:
+        return ("audit",) if self.channel == "input" else ("errors",)
+
+    def window(self) -> tuple[datetime, datetime]:
+        """The hours of archive to read."""
+        return self.since, self.until + _ARCHIVE_LAG
+
+    def matches(self, deployment: Deployment, found: Archived) -> bool:
+        entry = found.entry
+        if _channel(deployment, found) != self.channel:
+            return False
+        arrived = entry.arrived or found.written or archived_at(found.key)
+        if arrived is None or not self.since <= arrived < self.until:
+            return False
+        if self.message_type is None and self.code is None and not self.ids:
+            return True
+        header = _header(entry.payload)
+        if self.message_type is not None and header.get("messageType") != self.message_type:
+            return False
+        if self.code is not None and header.get("errorCode") != self.code:
+            return False
+        return not self.ids or header.get("messageId") in self.ids
+
+    def as_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["since"], values["until"] = _text(self.since), _text(self.until)
+        values["ids"] = list(self.ids)
+        return values
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Selection:
+        return cls(
+            since=datetime.fromisoformat(str(values["since"]).replace("Z", "+00:00")),
+            until=datetime.fromisoformat(str(values["until"]).replace("Z", "+00:00")),
+            channel=str(values["channel"]),
+            message_type=values.get("message_type"),
+            code=values.get("code"),
+            ids=tuple(values.get("ids") or ()),
+        )
+
+
+def _channel(deployment: Deployment, found: Archived) -> str | None:
+    """The channel an entry was archived from: its stream, or for a legacy line its prefix."""
+    stream = found.entry.stream
+    if stream is not None:
+        return next((c for c in CHANNELS if deployment.stream(c) == stream), None)
+    if found.archive == "audit":
+        return "input"
+    return "invalid" if found.key.startswith("errors/invalid/") else "error"
+
+
+def _header(payload: bytes) -> dict[str, Any]:
+    try:
+        header = orjson.loads(payload).get("messageHeader")
+    except (orjson.JSONDecodeError, AttributeError):
+        return {}
+    return header if isinstance(header, dict) else {}
+
+
+def _sent_by(payload: bytes, name: str) -> bool:
+    """Whether a record is one replay ``name`` sent (it carries the replay's hop)."""
+    if replays.PREFIX.encode() + name.encode() not in payload:
+        return False
+    mark = replays.requested(_header(payload))
+    return mark is not None and mark.name == name
+
+
+def _text(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def source_of(found: Archived) -> str:
+    """A selected record's identity, the key of its progress row: ``<stream>/<shard>/<sequence>``,
+    or for a legacy line its object and line."""
+    identity = found.entry.identity
+    return "/".join(identity) if identity is not None else f"{found.key}#{found.line}"
+
+
+def into_group(into: str) -> str | None:
+    """``group:G`` -> G; ``input`` -> None.
+
+    Raises:
+        ValueError: neither.
+    """
+    if into == "input":
+        return None
+    kind, _, group = into.partition(":")
+    if kind != "group" or not group or not replays.NAME.match(group):
+        raise ValueError(f"--into {into!r}: input, or group:GROUP")
+    return group
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A replay: its name, what it selects and where it sends it."""
+
+    name: str
+    selection: Selection
+    #: ``input`` or ``group:<group>``
+    into: str = "input"
+
+    def __post_init__(self) -> None:
+        if not replays.NAME.match(self.name):
+            raise ValueError(f"replay name {self.name!r}: letters, digits, '.', '_' and '-', up to 64")
+        into_group(self.into)
+
+    def options(self) -> dict[str, Any]:
+        return {"selection": self.selection.as_dict(), "into": self.into}
+
+
+@dataclass
+class Summary:
+    """What a run did (or, a dry run, would do)."""
+
+    name: str
+    into: str
+    dry_run: bool
+    status: str = "running"
+    #: Records the selection matched.
+    selected: int = 0
+    #: Sent by this run.
+    sent: int = 0
+    #: Sent by an earlier run of this replay: not sent again.
+    already: int = 0
+    #: Selected but not replayable: a part of a sequence, or (--into group) not a valid message.
+    skipped: int = 0
+    #: Refused by Kinesis after retries (the run stops: resume it).
+    failed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        verb = "would send" if self.dry_run else "sent"
+        count = self.selected - self.already - self.skipped if self.dry_run else self.sent
+        parts = [f"replay {self.name}: {verb} {count} of {self.selected} selected record(s) into {self.into}"]
+        if self.already:
+            parts.append(f"{self.already} sent by an earlier run")
+        if self.skipped:
+            parts.append(f"{self.skipped} not replayable (a part of a sequence, or not valid for a group)")
+        if self.failed:
+            parts.append(f"{self.failed} refused")
+        return "; ".join(parts) + f" ({self.status})"
+
+
+class ReplayExists(LookupError):
+    """A replay of that name exists with other options, or was cancelled."""
+
+
+class Progress:
+    """Replays and their progress in the ``checkpoints`` table (see the module docstring)."""
+
+    def __init__(self, dynamodb: Any, table: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.client = dynamodb
+        self.table = table
+        self.clock = clock
+
+    def _expires(self) -> dict[str, str]:
+        return {"N": str(int(self.clock() + KEEP.total_seconds()))}
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        item = self.client.get_item(
+            TableName=self.table, Key={"lease": {"S": REPLAYS}, "shardId": {"S": name}}, ConsistentRead=True
+        ).get("Item")
+        return None if item is None else _row(item)
+
+    def list(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self.table,
+            KeyConditionExpression="lease = :l",
+            ExpressionAttributeValues={":l": {"S": REPLAYS}},
+            ConsistentRead=True,
+        ):
+            rows.extend(_row(item) for item in page.get("Items", []))
+        return rows
+
+    def begin(self, spec: Spec) -> dict[str, Any]:
+        """The replay's row: made, or found with the same options (a resumed run).
+
+        Raises:
+            ReplayExists: it exists with other options, or was cancelled.
+        """
+        existing = self.get(spec.name)
+        options = orjson.dumps(spec.options(), option=orjson.OPT_SORT_KEYS).decode()
+        if existing is not None:
+            if existing.get("options") != options:
+                raise ReplayExists(f"replay {spec.name} exists with other options: {existing.get('options')}")
+            if existing.get("status") == "cancelled":
+                raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
+            self.update(spec.name, status="running")
+            return existing
+        now = _text(datetime.fromtimestamp(self.clock(), UTC))
+        row = {"name": spec.name, "options": options, "status": "running", "created": now, "sent": 0}
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                "lease": {"S": REPLAYS},
+                "shardId": {"S": spec.name},
+                "options": {"S": options},
+                "status": {"S": "running"},
+                "created": {"S": now},
+                "updated": {"S": now},
+                "sent": {"N": "0"},
+                "expiresAt": self._expires(),
+            },
+            ConditionExpression="attribute_not_exists(lease)",
+        )
+        return row
+
+    def update(self, name: str, *, status: str | None = None, sent: int = 0, selected: int | None = None) -> None:
+        names = {"#u": "updated", "#e": "expiresAt", "#s": "sent"}
+        values: dict[str, Any] = {
+            ":u": {"S": _text(datetime.fromtimestamp(self.clock(), UTC))},
+            ":e": self._expires(),
+            ":n": {"N": str(sent)},
+        }
+        sets = ["#u = :u", "#e = :e"]
+        if status is not None:
+            names["#t"], values[":t"] = "status", {"S": status}
+            sets.append("#t = :t")
+        if selected is not None:
+            names["#c"], values[":c"] = "selected", {"N": str(selected)}
+            sets.append("#c = :c")
+        self.client.update_item(
+            TableName=self.table,
+            Key={"lease": {"S": REPLAYS}, "shardId": {"S": name}},
+            UpdateExpression="SET " + ", ".join(sets) + " ADD #s :n",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def cancel(self, name: str) -> bool:
+        """Mark it cancelled (a running start stops at its next batch); False when there is none."""
+        if self.get(name) is None:
+            return False
+        self.update(name, status="cancelled")
+        return True
+
+    def done(self, name: str, sources: Sequence[str]) -> set[str]:
+        """Which of ``sources`` an earlier run sent."""
+        found: set[str] = set()
+        unique = list(dict.fromkeys(sources))
+        for start in range(0, len(unique), 100):
+            request: dict[str, Any] = {
+                self.table: {
+                    "Keys": [{"lease": {"S": _rows(name)}, "shardId": {"S": s}} for s in unique[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self.client.batch_get_item(RequestItems=request)
+                found.update(i["shardId"]["S"] for i in response.get("Responses", {}).get(self.table, []))
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def note(self, name: str, sent: Sequence[tuple[str, str]]) -> None:
+        """Note records sent: (source, the record it became ``<shard>/<sequence>``)."""
+        expires = self._expires()
+        for start in range(0, len(sent), _WRITE_BATCH):
+            request: dict[str, Any] = {
+                self.table: [
+                    {
+                        "PutRequest": {
+                            "Item": {
+                                "lease": {"S": _rows(name)},
+                                "shardId": {"S": source},
+                                "sentAs": {"S": record},
+                                "expiresAt": expires,
+                            }
+                        }
+                    }
+                    for source, record in sent[start : start + _WRITE_BATCH]
+                ]
+            }
+            while request:
+                request = self.client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+
+
+def _rows(name: str) -> str:
+    """The partition key of one replay's per-record rows (no ``#``: no vendor's lease key)."""
+    return f"replay:{name}"
+
+
+def _row(item: Mapping[str, Any]) -> dict[str, Any]:
+    plain: dict[str, Any] = {"name": item["shardId"]["S"]}
+    for key, value in item.items():
+        if key in ("lease", "shardId", "expiresAt"):
+            continue
+        plain[key] = int(value["N"]) if "N" in value else value.get("S")
+    return plain
+
+
+class Replayer:
+    """Runs replays against one Kinesis deployment."""
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        *,
+        kinesis: Any,
+        dynamodb: Any,
+        s3: Any,
+        buckets: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.deployment = deployment
+        self.listing = ArchiveListing(
+            s3, {name: deployment.bucket(name) for name in ("audit", "errors")} | dict(buckets or {})
+        )
+        self.progress = Progress(dynamodb, deployment.table("checkpoints"))
+        self.grants = LocalDataRepository(dynamodb, deployment.table("messages"))
+        self.batcher = PutRecordsBatcher(kinesis)
+        self.clock = clock
+        self.sleep = sleep
+
+    def select(self, selection: Selection, name: str | None = None) -> Iterator[Archived]:
+        """The selected records in archive order, each identity once (Firehose is at least once),
+        leaving out what replay ``name`` itself sent (archived too, maybe inside the window)."""
+        seen: set[str] = set()
+        for found in self.listing.entries(selection.window(), selection.archives()):
+            if not selection.matches(self.deployment, found):
+                continue
+            if name is not None and _sent_by(found.entry.payload, name):
+                continue
+            source = source_of(found)
+            if source not in seen:
+                seen.add(source)
+                yield found
+
+    def run(
+        self,
+        spec: Spec,
+        *,
+        dry_run: bool = False,
+        rate: float | None = None,
+        on_batch: Callable[[Summary], None] | None = None,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> Summary:
+        """Send (or count) the records ``spec`` selects that no earlier run of it sent.
+
+        Raises:
+            ReplayExists: a replay of that name has other options, or was cancelled.
+            ClientError, BotoCoreError: AWS refused.
+        """
+        summary = Summary(spec.name, spec.into, dry_run)
+        existing = self.progress.get(spec.name)
+        if not dry_run:
+            self.progress.begin(spec)
+        elif existing is not None and existing.get("status") == "cancelled":
+            raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
+        started = self.clock()
+        batch: list[Archived] = []
+        for found in self.select(spec.selection, spec.name):
+            summary.selected += 1
+            batch.append(found)
+            if len(batch) >= BATCH:
+                if not self._batch(spec, batch, summary, dry_run, rate, started, stop):
+                    break
+                batch = []
+                if on_batch is not None:
+                    on_batch(summary)
+        else:
+            if batch:
+                self._batch(spec, batch, summary, dry_run, rate, started, stop)
+            if summary.status == "running":
+                summary.status = "done" if not summary.failed else "interrupted"
+        if summary.status == "running":
+            summary.status = "interrupted"
+        if on_batch is not None:
+            on_batch(summary)
+        if not dry_run:
+            self.progress.update(spec.name, status=summary.status, selected=summary.selected)
+        elif existing is None:
+            summary.status = "dry run"
+        return summary
+
+    def _batch(
+        self,
+        spec: Spec,
+        batch: list[Archived],
+        summary: Summary,
+        dry_run: bool,
+        rate: float | None,
+        started: float,
+        stop: Callable[[], bool],
+    ) -> bool:
+        """Send one batch; False: stop (cancelled, interrupted, refused)."""
+        if stop():
+            summary.status = "interrupted"
+            return False
+        row = self.progress.get(spec.name)
+        if row is not None and row.get("status") == "cancelled":
+            summary.status = "cancelled"
+            return False
+        sources = [source_of(f) for f in batch]
+        done = self.progress.done(spec.name, sources)
+        group = into_group(spec.into)
+        records: list[Record] = []
+        grants: list[tuple[str, dict[str, Any]]] = []
+        for found, source in zip(batch, sources, strict=True):
+            if source in done:
+                summary.already += 1
+                continue
+            planned = self._plan(spec, group, found.entry, source)
+            if planned is None:
+                summary.skipped += 1
+                continue
+            record, grant = planned
+            records.append(record)
+            if grant is not None:
+                grants.append(grant)
+        if dry_run or not records:
+            return True
+        if rate:
+            # bound the pace: the batch goes once the records sent so far fit the rate
+            wait = (summary.sent + len(records)) / rate - (self.clock() - started)
+            if wait > 0:
+                self.sleep(wait)
+        if grants:
+            self.grants.put_many(grants)  # before the records: the broker looks for them on arrival
+        report = self.batcher.put(records)
+        sent = [(str(d.record.token), f"{d.shard_id}/{d.sequence_number}") for d in report.delivered]
+        self.progress.note(spec.name, sent)
+        self.progress.update(spec.name, sent=len(sent))
+        summary.sent += len(sent)
+        summary.failed += len(report.failed)
+        summary.problems.extend(f"{f.record.token}: {f.error_code} {f.error_message}" for f in report.failed[:5])
+        return not report.failed
+
+    def _plan(
+        self, spec: Spec, group: str | None, entry: Entry, source: str
+    ) -> tuple[Record, tuple[str, dict[str, Any]] | None] | None:
+        """The record to put for one archived entry, and the grant the broker needs for it."""
+        mark = replays.Mark(spec.name, group)
+        verdict = validate(entry.payload)
+        header = verdict.header if verdict.valid else None
+        key = entry.partition_key or source
+        if verdict.is_part:
+            return None  # the sequencer released its whole once and keeps its positions: not sent again
+        if group is not None:
+            if header is None or verdict.message is None:
+                return None
+            route = RDSS.route(str(header["messageType"]), str(header["messageClass"]))
+            if route is None:
+                return None
+            payload = history.append(entry.payload, history.hop(mark.machine_id), header=header)
+            return Record(self.deployment.stream(route.channel), payload, key, token=source), None
+        stream = self.deployment.stream("input")
+        if header is None or verdict.message is None:
+            try:
+                payload = history.append(entry.payload, history.hop(mark.machine_id))
+            except ValueError:  # not a message at all: it goes back as it is, and is moved again
+                payload = entry.payload
+            return Record(stream, payload, key, token=source), None
+        payload = history.append(entry.payload, history.hop(mark.machine_id), header=header)
+        grant = (
+            replays.grant_key(spec.name, str(header["messageId"])),
+            {DIGEST_ATTRIBUTE: message_digest(verdict.message), "replay": spec.name, "source": source},
+        )
+        return Record(stream, payload, key, token=source), grant
