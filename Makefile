@@ -16,7 +16,7 @@ NODE_STAMP := node_modules/.installed
 CDK := node_modules/.bin/cdk
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup demo test check lint typecheck imports unit clean node synth rabbitmq lock localstack test-localstack scanners
+.PHONY: setup demo test check lint typecheck imports unit clean node synth rabbitmq lock localstack test-localstack scanners chromium console-screenshots
 
 $(STAMP): requirements-dev.txt pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,7 +49,7 @@ setup: $(STAMP) $(GLUE_JAR) $(SPARK_CDS)
 
 # The one lock: requirements.lock pins everything pyproject.toml declares (all extras) for every
 # Python and platform the project meets (3.11 here, 3.12 on Lambda). requirements.txt (the
-# runtime: core, amqp, local, tracing), requirements-dev.txt (all extras: what `make test`
+# runtime: core, amqp, local, tracing, console), requirements-dev.txt (all extras: what `make test`
 # installs) and lambdas/requirements.txt (what a Lambda asset installs) are generated from it.
 # After changing a dependency in pyproject.toml: `make lock`, commit all four. Pinned versions
 # are kept unless pyproject.toml rules them out; `make lock UPGRADE=--upgrade-package=NAME`.
@@ -58,7 +58,7 @@ UV_COMPILE = $(BIN)/uv pip compile --quiet --universal --no-emit-index-url --cus
 
 lock: $(STAMP)
 	$(UV_COMPILE) $(UPGRADE) --python-version 3.11 --all-extras pyproject.toml -o requirements.lock
-	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --extra amqp --extra local --extra tracing pyproject.toml -o requirements.txt
+	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --extra amqp --extra local --extra tracing --extra console pyproject.toml -o requirements.txt
 	$(UV_COMPILE) -c requirements.lock --python-version 3.11 --all-extras pyproject.toml -o requirements-dev.txt
 	$(UV_COMPILE) -c requirements.lock --python-version 3.12 lambdas/requirements.in -o lambdas/requirements.txt
 	@# LocalStack's own venv (make localstack): Python 3.13 on this machine's platform, a lock of its own
@@ -82,6 +82,23 @@ $(RABBITMQ): | $(STAMP)
 	$(BIN)/python -m tests.support.rabbitmq install
 
 rabbitmq: $(RABBITMQ)
+
+# Chromium and its WebDriver for the console's browser tests (tests/console): Debian's chromium
+# and chromium-driver, installed once (needs root and apt-get); selenium drives them headless.
+CHROMEDRIVER := /usr/bin/chromedriver
+
+$(CHROMEDRIVER):
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver
+
+chromium: $(CHROMEDRIVER)
+
+# The docs' pictures of the console (docs/console.md): the screenshots the last run of
+# tests/console (the pages) and tests/glue (the report, in the console and as a file) took under
+# build/console/, each one the page shows copied beside it.
+console-screenshots:
+	mkdir -p docs/images
+	for image in $$(grep -o 'images/[a-z-]*\.png' docs/console.md | sort -u); do cp build/console/$${image#images/} docs/$$image; done
 
 # cfn-lint and checkov, which tests/cdk/test_scanners.py runs over every environment's
 # template: a virtualenv of their own, because checkov pins libraries the project pins differently.
@@ -120,7 +137,7 @@ test-localstack: localstack
 
 # Every suite, side by side (tests/support/suites.py): unit, cdk, glue, amqp, package, and the
 # integration suite twice - on the embedded moto and on LocalStack. Each suite's time is printed.
-test: setup node rabbitmq localstack scanners lint typecheck imports
+test: setup node rabbitmq localstack scanners chromium lint typecheck imports
 	$(BIN)/python -m tests.support.suites
 
 # The quick loop, once set up: ruff, mypy, the import contracts and the unit and CDK suites side

@@ -17,6 +17,14 @@ PACKAGE_DATA = {
 }
 
 
+#: single files -> where in the package: Chart.js (npm, package.json), for rdss console and the
+#: analytics report (rdss.host.resources.chart_js), and its licence beside it
+PACKAGE_FILES = {
+    "node_modules/chart.js/dist/chart.umd.min.js": "_vendor/chart.umd.min.js",
+    "node_modules/chart.js/LICENSE.md": "_vendor/chart.js.LICENSE.md",
+}
+
+
 class BuildWithData(build_py):
     """Copies PACKAGE_DATA into the package so an installed wheel carries it (an editable
     install reads the source tree itself), and cdk.json (rdss/_cdk.json) so `rdss bench cost
@@ -35,6 +43,11 @@ class BuildWithData(build_py):
                 ignore=shutil.ignore_patterns("__pycache__", "*.py[cod]", "lib"),
             )
         shutil.copyfile("cdk.json", Path(self.build_lib, "rdss", "_cdk.json"))
+        for source, target in PACKAGE_FILES.items():
+            if not Path(source).is_file():
+                raise SystemExit(f"{source} is missing: run make node (npm ci) before building the package")
+            Path(self.build_lib, "rdss", target).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, Path(self.build_lib, "rdss", target))
 
 
 setup(cmdclass={"build_py": BuildWithData})

@@ -20,9 +20,11 @@ from botocore.exceptions import NoCredentialsError
 from rdss import __version__
 from rdss.cli import (
     adaptor,
+    analytics,
     archive,
     bench,
     bridge,
+    console,
     gateway,
     local,
     messages,
@@ -47,12 +49,14 @@ _COMMANDS = (
     gateway,
     trace,
     status,
+    console,
     bridge,
     adaptor,
     redrive,
     replay,
     archive,
     vendor,
+    analytics,
 )
 
 

@@ -58,18 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def deployment_names(target: AwsDeployment) -> Deployment:
-    """The deployment's names. CloudFormation names the buckets, so their names are read from a
-    processor's configuration (the variables the functions get); without one (the embedded
-    emulator) the topology's own names stand."""
-    deployment = target.deployment
-    try:
-        configuration = target.client("lambda").get_function_configuration(FunctionName=deployment.function("broker"))
-    except (ClientError, BotoCoreError):
-        return deployment
-    variables = (configuration.get("Environment") or {}).get("Variables") or {}
-    buckets = {
-        b.name: variables[f"RDSS_BUCKET_{b.name.upper()}"]
-        for b in RDSS.buckets
-        if f"RDSS_BUCKET_{b.name.upper()}" in variables
-    }
-    return Deployment(deployment.environment, prefix=deployment.prefix, bucket_names=buckets)
+    """The deployment's names, its buckets' as its functions were told (CloudFormation names
+    them on AWS; rdss.processors.redrive.deployed_names, which the console reads them with too)."""
+    from rdss.processors.redrive import deployed_names
+
+    return deployed_names(target.deployment, target.client("lambda"))

@@ -10,6 +10,7 @@ EXTRAS = {
     "flask": "local",
     "flask_cors": "local",
     "werkzeug": "local",
+    "jinja2": "console",
     "pika": "amqp",
     "aws_xray_sdk": "tracing",
     "aws_cdk": "cdk",

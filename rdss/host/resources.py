@@ -147,3 +147,16 @@ def _entry(name: str) -> zipfile.ZipInfo:
     entry = zipfile.ZipInfo(name, _JAR_DATE)
     entry.compress_type = zipfile.ZIP_DEFLATED
     return entry
+
+
+#: Chart.js, as npm installs it (package.json): a wheel carries the file (setup.py copies it).
+CHART_JS = "chart.umd.min.js"
+
+
+def chart_js() -> Path:
+    """Chart.js's one-file build, which the console serves and the analytics report inlines: the
+    wheel's copy (``rdss/_vendor``), else (a checkout) ``node_modules``' (``make node``)."""
+    for candidate in (_PACKAGE / "_vendor" / CHART_JS, _CHECKOUT / "node_modules" / "chart.js" / "dist" / CHART_JS):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"Chart.js is not beside {_PACKAGE}: reinstall rdss-messaging (or make node in a checkout)")

@@ -50,7 +50,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.archive import entries as archive
 from rdss.aws.putrecords import PutRecordsBatcher, Record
-from rdss.deployment.topology import Deployment
+from rdss.deployment.topology import RDSS, Deployment
 from rdss.model.retry import Backoff
 from rdss.model.validation import validate
 from rdss.processors.redrive_claims import RedriveClaims
@@ -591,3 +591,20 @@ def redrive(
         dynamodb=clients("dynamodb"),
         firehose=clients("firehose"),
     ).run(processors, dry_run=dry_run)
+
+
+def deployed_names(deployment: Deployment, lambda_client: Any) -> Deployment:
+    """``deployment`` with the bucket names its broker function was given: CloudFormation names
+    the buckets on AWS, so they are read from the function's variables; without a function (the
+    embedded emulator) the topology's own names stand."""
+    try:
+        configuration = lambda_client.get_function_configuration(FunctionName=deployment.function("broker"))
+    except (ClientError, BotoCoreError):
+        return deployment
+    variables = (configuration.get("Environment") or {}).get("Variables") or {}
+    buckets = {
+        b.name: variables[f"RDSS_BUCKET_{b.name.upper()}"]
+        for b in RDSS.buckets
+        if f"RDSS_BUCKET_{b.name.upper()}" in variables
+    }
+    return Deployment(deployment.environment, prefix=deployment.prefix, bucket_names=buckets)

@@ -133,7 +133,9 @@ class Status:
 
 
 @dataclass(frozen=True)
-class _Record:
+class Record:
+    """One stream record as the snapshot reads it: when it arrived, its bytes, its partition key."""
+
     arrived: datetime | None
     data: bytes
     partition_key: str
@@ -203,7 +205,7 @@ class Snapshot:
             status.channels.append(counts)
         self._inputs = inputs
 
-    def _count_code(self, status: Status, channel: str, record: _Record) -> None:
+    def _count_code(self, status: Status, channel: str, record: Record) -> None:
         if record.partition_key.startswith(_MOVED):
             status.moved[channel] = status.moved.get(channel, 0) + 1
             return
@@ -217,21 +219,9 @@ class Snapshot:
         counted = status.codes.setdefault(channel, {})
         counted[code] = counted.get(code, 0) + 1
 
-    def _read(self, kinesis: Any, stream: str, since: datetime) -> Iterator[_Record]:
+    def _read(self, kinesis: Any, stream: str, since: datetime) -> Iterator[Record]:
         """The records of ``stream`` from ``since`` on, at most :attr:`limit`."""
-        read = 0
-        for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
-            iterator = kinesis.get_shard_iterator(
-                StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="AT_TIMESTAMP", Timestamp=since
-            )["ShardIterator"]
-            while iterator and read < self.limit:
-                response = kinesis.get_records(ShardIterator=iterator, Limit=min(10_000, self.limit - read))
-                for r in response["Records"]:
-                    read += 1
-                    yield _Record(_arrival(r), r["Data"], r.get("PartitionKey", ""))
-                if not response["Records"] and not response.get("MillisBehindLatest"):
-                    break
-                iterator = response.get("NextShardIterator")
+        return read_records(kinesis, stream, since, self.limit)
 
     # -- consumer groups -------------------------------------------------------------------------
     def _lag(self, status: Status) -> None:
@@ -368,6 +358,24 @@ class Snapshot:
         prefix = f"{self.deployment.prefix}-{self.deployment.environment}"
         for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=prefix, StateValue="ALARM"):
             status.alarms.extend(alarm["AlarmName"] for alarm in page.get("MetricAlarms", []))
+
+
+def read_records(kinesis: Any, stream: str, since: datetime, limit: int) -> Iterator[Record]:
+    """The records of ``stream`` from ``since`` on, at most ``limit`` (every shard, oldest first
+    within a shard): what the counts and the console's charts are made of."""
+    read = 0
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="AT_TIMESTAMP", Timestamp=since
+        )["ShardIterator"]
+        while iterator and read < limit:
+            response = kinesis.get_records(ShardIterator=iterator, Limit=min(10_000, limit - read))
+            for r in response["Records"]:
+                read += 1
+                yield Record(_arrival(r), r["Data"], r.get("PartitionKey", ""))
+            if not response["Records"] and not response.get("MillisBehindLatest"):
+                break
+            iterator = response.get("NextShardIterator")
 
 
 def _newest_object(s3: Any, bucket: str, base: str, now: datetime) -> tuple[str, datetime] | None:

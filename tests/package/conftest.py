@@ -60,6 +60,10 @@ def checked(result: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedP
     return result
 
 
+#: Chart.js as npm installs it (package.json): the console's and the report's, in the wheel.
+NODE_FILES = ("node_modules/chart.js/dist/chart.umd.min.js", "node_modules/chart.js/LICENSE.md")
+
+
 def source_tree(target: Path) -> Path:
     """The files a fresh clone has (tracked or not ignored), copied: no build products of this
     checkout (an ``*.egg-info`` from the editable install would otherwise feed the sdist)."""
@@ -74,6 +78,10 @@ def source_tree(target: Path) -> Path:
         if source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
+    # what `make node` (npm ci) puts beside a clone and setup.py copies into the wheel (its PACKAGE_FILES)
+    for name in NODE_FILES:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target / name)
     return target
 
 

@@ -11,9 +11,11 @@ it must give, for the few that need what a plain install lacks) or on any traceb
 from __future__ import annotations
 
 import argparse
+import http.cookiejar
 import json
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +73,7 @@ def rdss(venv: Path, env: dict[str, str], cwd: Path, *argv: str, timeout: float 
 
 def _command(argv: tuple[str, ...]) -> tuple[str, ...]:
     """The subcommand ``argv`` runs: its first word, or two for a group's."""
-    return tuple(argv[:2]) if argv[0] in {"local", "bench", "vendor", "adaptor"} else argv[:1]
+    return tuple(argv[:2]) if argv[0] in {"local", "bench", "vendor", "adaptor", "analytics"} else argv[:1]
 
 
 def ok(ran: Ran) -> Ran:
@@ -179,6 +181,8 @@ def test_commands_against_a_local_runtime(venv: Path, runtime: LocalRuntime, tmp
     assert json.loads(ok(rdss(venv, env, cwd, "replay", "status", "pkg", "--json")).out)["sent"] == replayed["sent"]
     assert ok(rdss(venv, env, cwd, "replay", "cancel", "pkg")).out.strip() == "replay pkg cancelled"
     state = json.loads(ok(rdss(venv, env, cwd, "status", "--json")).out)
+    shown = console_page(venv, env, cwd)
+    assert shown.count("data-channel=") == len(state["channels"])
     assert {c["channel"]: c["lastDay"] for c in state["channels"]}["input"] >= 1
     assert state["vendors"]["acme"]["produces"] == ["input"]
     assert "RDSS_GATEWAY_URL" in ok(rdss(venv, env, cwd, "vendor", "config", "acme")).out
@@ -208,6 +212,60 @@ def test_commands_against_a_local_runtime(venv: Path, runtime: LocalRuntime, tmp
     finally:
         server.stop()
     assert harvested
+
+
+def console_page(venv: Path, env: dict[str, str], cwd: Path) -> str:
+    """``rdss console``: the overview through the printed URL (its token), and Chart.js from the
+    wheel; the server stopped after."""
+    started = time.monotonic()
+    server = subprocess.Popen(
+        [str(venv / "bin/rdss"), "console"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        said = [server.stdout.readline() for _ in range(2)]
+        url = said[1].strip()
+        assert url.startswith("http://127.0.0.1:"), said
+        assert "/?token=" in url, said
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        with browser.open(url, timeout=120) as response:
+            page = response.read().decode()
+        with browser.open(url.partition("?")[0] + "static/vendor/chart.umd.min.js", timeout=60) as response:
+            assert b"Chart" in response.read()
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert "Traceback" not in err, err[-4000:]
+    RAN[("console",)] = Ran(("console",), 0, page[:200], err, time.monotonic() - started)
+    return page
+
+
+def test_the_analytics_report_file(venv: Path, tmp_path: Path) -> None:
+    """``rdss analytics report`` over a report job's output (its layout: summary.json, csv/<table>/):
+    one file, Chart.js inlined from the wheel."""
+    report = tmp_path / "report"
+    (report / "csv" / "volume").mkdir(parents=True)
+    summary = {
+        "period": {"first": "2026-11-01", "last": "2026-11-01"},
+        "received": 3,
+        "messages": 3,
+        "rejects": {"total": 0, "byReason": {}},
+        "duplicates": {"records": 0, "rate": 0.0},
+        "volume": {},
+        "errors": {},
+        "incompleteSequences": 0,
+        "latencySeconds": {"p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0},
+    }
+    (report / "summary.json").write_text(json.dumps(summary))
+    (report / "csv" / "volume" / "part-00000.csv").write_text(
+        "dt,messageType,messageClass,generator,messages\n2026-11-01,MetadataCreate,Event,<b>x</b>,3\n"
+    )
+    env = bare_environment(tmp_path)
+    ok(rdss(venv, env, tmp_path, "analytics", "report", "report", "--html", "report.html"))
+    html = (tmp_path / "report.html").read_text()
+    assert "Chart.js v4" in html  # inlined from the wheel's copy
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
+    assert "<b>x</b>" not in html  # the generator is text in the table, \u003c-escaped in the chart data
 
 
 def test_every_subcommand_is_run() -> None:

@@ -89,6 +89,16 @@ def test_the_wheel_carries_the_examples_and_the_glue_jobs_but_no_build_products(
     }
     assert {"rdss/_glue_jobs/audit_compaction.py", "rdss/_glue_jobs/audit_report.py"} <= shipped <= names
     assert not [name for name in names if name.startswith("rdss/_glue_jobs/lib/") or name.endswith((".jar", ".jsa"))]
+    # rdss console's pages and assets, and Chart.js from npm (setup.py): nothing fetched from the internet
+    pages = {
+        f"rdss/{p.relative_to(ROOT / 'rdss')}"
+        for package in ("status", "analytics")
+        for folder in ("templates", "static")
+        for p in (ROOT / "rdss" / package / folder).iterdir()
+    }
+    assert pages
+    assert pages <= names, sorted(pages - names)
+    assert {"rdss/_vendor/chart.umd.min.js", "rdss/_vendor/chart.js.LICENSE.md"} <= names
 
 
 def test_the_installed_package_finds_its_files_through_importlib_resources(venv: Path, tmp_path: Path) -> None:

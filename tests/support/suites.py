@@ -70,6 +70,8 @@ SUITES = {
     # reference's CPU, so a suite of its own, outside `make check`'s quick loop
     "fuzz": [*PYTEST, "tests/fuzz"],
     "amqp": [*PYTEST, "tests/amqp"],
+    # rdss console in Debian's headless Chromium (make chromium), on one local runtime
+    "console": [*PYTEST, "tests/console"],
     "cdk": [*PYTEST, "tests/cdk"],
     "package": [*PYTEST, "tests/package"],
     "unit": [*PYTEST, "tests/unit"],

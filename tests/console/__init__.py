@@ -1,0 +1,1 @@
+"""rdss console in a real headless Chromium."""
