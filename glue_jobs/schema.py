@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 #: Message types a partition may name; anything else is filed under UNKNOWN_TYPE so that an
 #: arbitrary string from a bad message never becomes an S3 path or breaks partition projection.
-#: The same list as rdss.model.schemas.MESSAGE_TYPES (this file cannot import rdss in Glue): kept so by
-#: tests/unit/test_package.py.
+#: Every version's types: the same list as rdss.model.schemas.SPOKEN_TYPES (this file cannot
+#: import rdss in Glue), kept so by tests/unit/test_package.py. 4.0.0's PreservationEvent is
+#: appended, so the partitions of the types before it keep their names.
 MESSAGE_TYPES = (
     "MetadataCreate",
     "MetadataUpdate",
@@ -20,6 +21,7 @@ MESSAGE_TYPES = (
     "MetadataRead",
     "VocabularyRead",
     "VocabularyPatch",
+    "PreservationEvent",
 )
 UNKNOWN_TYPE = "Unknown"
 

@@ -86,6 +86,17 @@ def register(commands: Any) -> None:
         metavar="S",
         help=f"the most one request to the repository may take, redirects included (default {DEFAULT_DEADLINE:g})",
     )
+    oai.add_argument(
+        "--version",
+        dest="message_version",
+        choices=("3.0.2", "4.0.0"),
+        default="3.0.2",
+        help="the Message API version of the messages published (default 3.0.2)",
+    )
+    oai.add_argument(
+        "--tenant-jisc-id", type=int, metavar="ID", help="tenantJiscID of 4.0.0 messages (default: --env's setting)"
+    )
+    oai.add_argument("--env", help="the environment in cdk.json whose tenant_jisc_id 4.0.0 messages carry")
     oai.add_argument("--json", action="store_true", help="one JSON line of figures per harvest")
 
 
@@ -110,6 +121,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
         profile = Profile.from_file(args.profile) if args.profile else Profile()
     except (OSError, ValueError, TypeError) as error:
         raise CommandError(f"--profile: {error}") from error
+    tenant = _tenant(args)
     state = args.state or _default_state(args.endpoint, args.set_spec)
     try:
         creatable(state)  # where it will be saved after the first page: say now if it cannot be
@@ -145,6 +157,8 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
                 metadata_prefix=args.metadata_prefix,
                 set_spec=args.set_spec,
                 start_from=args.start_from,
+                version=args.message_version,
+                tenant_jisc_id=tenant,
             )
         except (OSError, ValueError) as error:
             raise CommandError(f"state file {state}: {getattr(error, 'strerror', None) or error}") from error
@@ -163,6 +177,22 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
             if args.once or stop.wait(args.interval):
                 break
     return 0
+
+
+def _tenant(args: argparse.Namespace) -> int | None:
+    """The tenantJiscID 4.0.0 messages carry: --tenant-jisc-id, else --env's tenant_jisc_id
+    setting (as ``rdss translate``); a 4.0.0 harvest without one is refused before it starts."""
+    tenant: int | None = args.tenant_jisc_id
+    if tenant is None and args.env:
+        from rdss.deployment.settings import ConfigError, load_file
+
+        try:
+            tenant = load_file(args.env).tenant_jisc_id
+        except (ConfigError, OSError) as error:
+            raise CommandError(str(error)) from error
+    if args.message_version == "4.0.0" and tenant is None:
+        raise CommandError("--version 4.0.0: messages carry a tenantJiscID: give --tenant-jisc-id or --env")
+    return tenant
 
 
 def _report(args: argparse.Namespace, number: int, figures: dict[str, Any]) -> None:

@@ -150,7 +150,11 @@ _ALL = ("Command", "Event", "Document")
 
 _CHANNELS = (
     Channel("input", "input", "Every message producers publish", archive="audit/"),
-    Channel("metadata", "routed", "Data Type Channel: MetadataCreate/Update/Delete and MetadataRead requests"),
+    Channel(
+        "metadata",
+        "routed",
+        "Data Type Channel: MetadataCreate/Update/Delete, MetadataRead requests and PreservationEvent",
+    ),
     Channel("vocabulary", "routed", "Data Type Channel: VocabularyRead requests and VocabularyPatch"),
     Channel("responses", "routed", "Replies (Documents answering Read requests) with no other return address"),
     Channel("sequence", "sequence", "Parts of multi-message sequences, keyed by sequence id"),
@@ -180,6 +184,11 @@ RDSS = Topology(
         Route("VocabularyRead", ("Command",), "vocabulary"),
         Route("VocabularyRead", ("Document",), "responses", reply=True),
         Route("VocabularyPatch", _ALL, "vocabulary"),
+        # 4.0.0's PreservationEvent reports what a preservation system did to a research
+        # object, so it travels with the research objects' messages on the metadata Data Type
+        # Channel. A channel of its own would add a shard to every environment's bill, which
+        # issue 32's cost targets cannot take; its consumers filter it by messageType.
+        Route("PreservationEvent", _ALL, "metadata"),
     ),
     tables=(
         Table(

@@ -70,7 +70,7 @@ from rdss.model.rejection import Rejector, moved_key
 from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.model.validation import validate
 from rdss.observability.outside import message_fields
-from rdss.repository.entries import RECEIVED, Entry, Repository
+from rdss.repository.entries import RECEIVED, Repository
 
 _log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class Receiver:
         items = [received] if isinstance(received, Received) else list(received)
         if not items:
             return
-        self.repository.record([Entry.of(header, RECEIVED) for item in items for header in item.parts])
+        self.repository.record([item.entry(header, RECEIVED) for item in items for header in item.parts])
         for item in items:
             self.consumer.settle(item.deliveries)
             for delivery in item.deliveries:
@@ -269,7 +269,7 @@ class Receiver:
         if unmoved:
             return False
         try:
-            self.repository.record([Entry.of(h, RECEIVED, error_code=str(code)) for h in received.parts])
+            self.repository.record([received.entry(h, RECEIVED, error_code=str(code)) for h in received.parts])
         except TransportError:
             raise
         except Exception as error:  # moved already: a re-read is then moved again, never lost
@@ -475,7 +475,10 @@ class Receiver:
         if payload is received.payload:
             return received
         message = orjson.loads(payload)
-        return Received(message, payload, received.channel, received.deliveries, received.parts, received.receiver)
+        written = str(received.header.get("version"))
+        return Received(
+            message, payload, received.channel, received.deliveries, received.parts, received.receiver, written
+        )
 
     def _next_ready(self) -> Received | None:
         owned = set(self.consumer.partitions())

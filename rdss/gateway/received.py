@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from rdss.gateway.backend import Delivery
 from rdss.model.messages import Message
+from rdss.repository.entries import Entry
 
 
 class Rejecting(Protocol):
@@ -51,6 +52,18 @@ class Received:
     parts: tuple[Mapping[str, Any], ...]
     #: The receiver it came from (for :meth:`reject`).
     receiver: Rejecting | None = field(default=None, compare=False, repr=False)
+    #: The version the producer wrote it in, when the receiver translated it into the one the
+    #: application reads (its Local Data Repository entry records both: ``rdss trace``'s hop).
+    translated_from: str | None = None
+
+    def entry(self, header: Mapping[str, Any], status: str, *, error_code: str | None = None) -> Entry:
+        """The Local Data Repository entry of one of its parts' ``header``."""
+        if self.translated_from is None:
+            return Entry.of(header, status, error_code=error_code)
+        delivered_as = str(self.header.get("version"))
+        return Entry.of(
+            header, status, error_code=error_code, translated_from=self.translated_from, delivered_as=delivered_as
+        )
 
     @property
     def header(self) -> Mapping[str, Any]:

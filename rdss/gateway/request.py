@@ -27,6 +27,7 @@ from rdss.deployment.topology import RDSS
 from rdss.gateway.backend import Consumer, Delivery, Transport
 from rdss.gateway.exceptions import NotARequest, RequestFailed, RequestTimeout
 from rdss.gateway.send import Receipt, Sendable
+from rdss.model import translation
 from rdss.model.messages import Message
 from rdss.model.sequences import Reassembler, SequenceError
 from rdss.model.validation import validate, validate_message
@@ -73,9 +74,19 @@ def request(
         consumer.close()
     if reply is None:
         raise RequestTimeout(request_id, address, timeout)
-    repository.record([Entry.of(header, RECEIVED) for header in parts])
+    written = reply["messageHeader"].get("version")
+    untranslatable = None
     if translate is not None:
-        reply = translate(reply)
+        try:
+            reply = translate(reply)
+        except translation.Untranslatable as error:
+            untranslatable = error
+    # received either way; a translated reply's entry names both versions (rdss trace's hop)
+    delivered = reply["messageHeader"].get("version")
+    versions = {} if delivered == written else {"translated_from": str(written), "delivered_as": str(delivered)}
+    repository.record([Entry.of(header, RECEIVED, **versions) for header in parts])
+    if untranslatable is not None:
+        raise untranslatable
     header = reply["messageHeader"]
     _log.info("Message received", extra=message_fields(header, address, errorCode=header.get("errorCode")))
     if header.get("errorCode"):  # a failure reply: the responder could not answer, and says why

@@ -211,6 +211,16 @@ SETS: tuple[SchemaSet, ...] = (V3, V4)
 #: The versions spoken, as a Verdict names them.
 VERSIONS: tuple[str, ...] = tuple(s.version for s in SETS)
 
+#: Every message type some version speaks (3.0.2's, then those 4.0.0 brought): what a part
+#: carrying messages of every version names them by - RabbitMQ's queues and bindings, the Glue
+#: jobs' partitions - so that no valid message of a version is dropped or filed as unknown.
+SPOKEN_TYPES: tuple[str, ...] = tuple(dict.fromkeys(t for spoken in SETS for t in spoken.message_types))
+
+
+def spoken_classes(message_type: str) -> tuple[str, ...]:
+    """The message classes ``message_type`` can travel as in any version spoken."""
+    return tuple(c for c in MESSAGE_CLASSES if any(c in s.classes_for(message_type) for s in SETS))
+
 
 def for_version(version: Any) -> SchemaSet:
     """The set that judges a message declaring ``version`` (its header's ``version``): 4.0.0 for

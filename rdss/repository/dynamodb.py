@@ -392,6 +392,8 @@ class DynamoRepository:
             return_address=item.get("returnAddress"),
             correlation_id=item.get("correlationId"),
             error_code=item.get("errorCode"),
+            translated_from=item.get("translatedFrom"),
+            delivered_as=item.get("deliveredAs"),
         )
 
 

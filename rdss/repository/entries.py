@@ -114,10 +114,24 @@ class Entry:
     #: Set for a message received and moved to the invalid or error channel instead of being
     #: processed (the application refused it, or its handler failed too often: GENERR009).
     error_code: str | None = None
+    #: Set for a message received in another version than it was written in: the version the
+    #: producer wrote (``translatedFrom``) and the one the application was handed (``deliveredAs``,
+    #: the version it reads), so that ``rdss trace`` shows the translation as a hop. Entries
+    #: written before these existed have neither, and read back the same.
+    translated_from: str | None = None
+    delivered_as: str | None = None
 
     @classmethod
-    def of(cls, header: Mapping[str, Any], status: str, *, error_code: str | None = None) -> Entry:
-        """The entry for a message with this header."""
+    def of(
+        cls,
+        header: Mapping[str, Any],
+        status: str,
+        *,
+        error_code: str | None = None,
+        translated_from: str | None = None,
+        delivered_as: str | None = None,
+    ) -> Entry:
+        """The entry for a message with this header (the header as it travelled)."""
         sequence = header.get("messageSequence") or {}
         return cls(
             message_id=header["messageId"],
@@ -129,6 +143,8 @@ class Entry:
             return_address=header.get("returnAddress"),
             correlation_id=header.get("correlationId"),
             error_code=error_code,
+            translated_from=translated_from,
+            delivered_as=delivered_as,
         )
 
     def attributes(self) -> dict[str, Any]:
@@ -141,6 +157,8 @@ class Entry:
             "returnAddress": self.return_address,
             "correlationId": self.correlation_id,
             "errorCode": self.error_code,
+            "translatedFrom": self.translated_from,
+            "deliveredAs": self.delivered_as,
         }
 
 

@@ -75,10 +75,13 @@ class SqliteRepository:
             raise StateError(f"cannot keep a Local Data Repository in {path}: {error}") from None
         # the code a message received and moved instead of processed was moved with (a column
         # files written before it existed gain on first use)
+        # and the versions of a message translated for the application (columns files written
+        # before they existed gain on first use)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
-        if "error_code" not in columns:
-            with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
-                self._db.execute("ALTER TABLE messages ADD COLUMN error_code TEXT")
+        for column in ("error_code", "translated_from", "delivered_as"):
+            if column not in columns:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                    self._db.execute(f"ALTER TABLE messages ADD COLUMN {column} TEXT")
 
     def record(self, entries: Sequence[Entry]) -> None:
         if not entries:
@@ -97,6 +100,8 @@ class SqliteRepository:
                 e.correlation_id,
                 now,
                 e.error_code,
+                e.translated_from,
+                e.delivered_as,
             )
             for e in entries
         ]
@@ -105,8 +110,9 @@ class SqliteRepository:
             try:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO messages (application, message_id, message_class, message_type, sequence, "
-                    "position, status, return_address, correlation_id, updated, error_code) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "position, status, return_address, correlation_id, updated, error_code, translated_from, "
+                    "delivered_as) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._db.execute("COMMIT")
@@ -128,13 +134,23 @@ class SqliteRepository:
         with self._lock:
             row = self._db.execute(
                 "SELECT message_class, message_type, sequence, position, status, return_address, correlation_id, "
-                "error_code FROM messages WHERE application = ? AND message_id = ?",
+                "error_code, translated_from, delivered_as FROM messages WHERE application = ? AND message_id = ?",
                 (self.application, message_id),
             ).fetchone()
         if row is None:
             return None
         return Entry(
-            message_id, row[0] or "", row[1] or "", row[2] or "", int(row[3] or 1), row[4], row[5], row[6], row[7]
+            message_id,
+            row[0] or "",
+            row[1] or "",
+            row[2] or "",
+            int(row[3] or 1),
+            row[4],
+            row[5],
+            row[6],
+            row[7],
+            row[8],
+            row[9],
         )
 
     def close(self) -> None:

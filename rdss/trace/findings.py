@@ -49,6 +49,11 @@ def gateway_entries(sources: Sources, timeline: Timeline) -> None:
             what = f"{app}'s Local Data Repository: {entry.status}"
             what += f" (moved with {entry.error_code})" if entry.error_code else ""
             timeline.events.append(Event(None, "gateway", what, details))
+            if entry.translated_from and entry.delivered_as:
+                # translation happens in the receiver's process: its entry is the only record of it
+                hop = f"translated {entry.translated_from} -> {entry.delivered_as} for {app}"
+                versions = {"from": entry.translated_from, "to": entry.delivered_as, "application": app}
+                timeline.events.append(Event(None, "translation", hop, versions))
 
 
 def dispatches(timeline: Timeline, found: Mapping[str, list[Record]], claims: Mapping[str, dict[str, Any]]) -> None:

@@ -99,7 +99,8 @@ def test_the_topology_and_the_wire_format(url, rabbitmq):
         queues = gateway.transport.declare("metadata", "catalogue")  # type: ignore[attr-defined]
         gateway.send(message, channel="metadata")
     assert f"{ns}.catalogue.metadata.MetadataCreate" in queues
-    assert len(queues) == 6  # one per messageType
+    assert len(queues) == 7  # one per messageType of every version (4.0.0's PreservationEvent too)
+    assert f"{ns}.catalogue.metadata.PreservationEvent" in queues
     depths = rabbitmq.queue_depths()
     for name in ("dead_letter", "invalid", "error", "retry.200ms", "retry.500ms"):
         assert f"{ns}.{name}" in depths

@@ -18,7 +18,7 @@ import pytest
 from glue_jobs import audit_compaction, schema
 from rdss.archive import entries as archive
 from rdss.bench.glue_inprocess import compact_in_process
-from rdss.model.workload import Workload
+from rdss.model.workload import Workload, Workload4
 from tests.glue.conftest import Compacted, compact
 from tests.support import archives
 
@@ -413,3 +413,16 @@ def test_the_local_entry_point(spark: Any, tmp_path: Path, capsys: pytest.Captur
         "messages": 1,
         "rejects": 1,
     }
+
+
+def test_4_0_0_messages_are_filed_under_their_own_types(spark: Any, tmp_path: Path) -> None:
+    """A PreservationEvent (4.0.0's) gets its own partition, not Unknown, in Spark and in process."""
+    workload = Workload4(31)
+    sent = [workload.message("PreservationEvent", "Event"), workload.message("MetadataCreate", "Event")]
+    put(tmp_path / "in", utc(2026, 11, 2, 1, 31, 7), [orjson.dumps(m) for m in sent])
+    compact(spark, tmp_path / "in", tmp_path / "out")
+    compact_in_process(tmp_path / "in", tmp_path / "single")
+    expected = sorted((m["messageHeader"]["messageId"], m["messageHeader"]["messageType"], "4.0.0") for m in sent)
+    for output in (tmp_path / "out", tmp_path / "single"):
+        rows = read_rows(output / "messages")
+        assert sorted((r["messageId"], r["messageType"], r["version"]) for r in rows) == expected

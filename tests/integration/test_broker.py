@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from rdss.model import decoration, history
+from rdss.model import decoration, history, schemas
 from rdss.model.messages import new_message, reply
 from rdss.model.sequences import split
-from rdss.model.workload import Workload
+from rdss.model.workload import Workload, Workload4
 from tests.conftest import invalid_examples
 from tests.support.faults import Proxy
 from tests.support.system import System
@@ -62,6 +62,24 @@ def test_every_type_and_class_is_routed_with_only_the_brokers_hop_added(system: 
             record = routed[orjson.loads(payload)["messageHeader"]["messageId"]]
             assert history.extends(payload, record)
             assert [hop["machineId"] for hop in history.hops(record)] == [broker]
+    assert system.read("invalid") == []
+    assert system.read("error") == []
+
+
+def test_every_type_and_class_of_4_0_0_is_routed_by_content(system: System):
+    """A PreservationEvent (new in 4.0.0) travels with the research objects' messages."""
+    workload = Workload4(31)
+    expected: dict[str, list[bytes]] = {"metadata": [], "responses": []}
+    for message_type in schemas.V4.message_types:
+        for message_class in schemas.V4.classes_for(message_type):
+            message = workload.message(message_type, message_class)
+            channel = "responses" if (message_type, message_class) == ("MetadataRead", "Document") else "metadata"
+            expected[channel].append(orjson.dumps(message))
+    assert any(b"PreservationEvent" in payload for payload in expected["metadata"])
+    system.publish([p for sent in expected.values() for p in sent])
+    run_broker(system)
+    for channel, sent in expected.items():
+        assert sorted(ids(system.read(channel))) == sorted(ids(sent)), channel
     assert system.read("invalid") == []
     assert system.read("error") == []
 

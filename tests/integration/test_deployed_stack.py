@@ -35,7 +35,7 @@ from rdss.host.pointers import gateway_url
 from rdss.local.accounting import read_stream
 from rdss.local.emulator import Endpoint
 from rdss.model.sequences import split
-from rdss.model.workload import Workload
+from rdss.model.workload import Workload, Workload4
 from tests.support import cloudformation
 from tests.support.deployed import FunctionLog, HangingProxy, wait_for
 
@@ -284,11 +284,18 @@ def check_topology(stack: Stack) -> None:
 
 
 def routes_traffic(stack: Stack) -> None:
-    """Messages put on ``input`` reach their channels: routed by the deployed broker."""
-    published = Workload(uuid.uuid4().int % 1000).mix(20)
-    stack.publish([orjson.dumps(m) for m in published])
-    ids = {m["messageHeader"]["messageId"] for m in published}
-    wait_for("the broker routing 20 messages", lambda: ids <= stack.routed_ids())
+    """Messages put on ``input`` reach their channels: routed by the deployed broker, whatever
+    their version (a 4.0.0 PreservationEvent and MetadataCreate beside 3.0.2 traffic)."""
+    seed = uuid.uuid4().int % 1000
+    published = Workload(seed).mix(20)
+    spoken_4 = [Workload4(seed).message(t, "Event") for t in ("PreservationEvent", "MetadataCreate")]
+    stack.publish([orjson.dumps(m) for m in (*published, *spoken_4)])
+    ids = {m["messageHeader"]["messageId"] for m in (*published, *spoken_4)}
+    wait_for("the broker routing 22 messages", lambda: ids <= stack.routed_ids())
+    on_metadata = {m["messageHeader"]["messageId"]: m["messageHeader"] for m in stack.read("metadata")}
+    for message in spoken_4:
+        header = on_metadata[message["messageHeader"]["messageId"]]
+        assert (header["version"], header["messageType"]) == ("4.0.0", message["messageHeader"]["messageType"])
 
 
 def reassembles_a_sequence(stack: Stack) -> None:

@@ -74,6 +74,9 @@ def exchange(
         assert object_id(received.message) == object_id(original)
         assert received.header["messageHistory"][-1]["machineId"] == f"rdss-translate-{written}-to-{read}"
         assert translation.read(received.payload).header.message_id == received.message_id
+        entry = consumer.repository.entry(received.message_id)  # what rdss trace shows as the hop
+        assert entry is not None
+        assert (entry.status, entry.translated_from, entry.delivered_as) == ("RECEIVED", written, read)
     _request_reply(producer, responder, written=written, read=read, request_channel=request_channel, timeout=timeout)
 
 
@@ -116,3 +119,6 @@ def _request_reply(
     assert header["version"] == written
     assert header["messageHistory"][-1]["machineId"] == f"rdss-translate-{read}-to-{written}"
     assert object_id(reply) == object_id(request)
+    entry = requester.repository.entry(str(header["messageId"]))
+    assert entry is not None
+    assert (entry.status, entry.translated_from, entry.delivered_as) == ("RECEIVED", read, written)

@@ -188,8 +188,9 @@ def test_every_type_and_class_has_a_body_schema_a_route_an_example_and_a_referen
 
 
 def test_every_route_names_a_supported_type_and_class() -> None:
+    """In some version the system speaks (a PreservationEvent is 4.0.0's)."""
     for route in RDSS.routes:
-        assert set(route.message_classes) <= set(schemas.classes_for(route.message_type)), route
+        assert set(route.message_classes) <= set(schemas.spoken_classes(route.message_type)), route
 
 
 @pytest.mark.parametrize(("message_type", "message_class"), _PAIRS)

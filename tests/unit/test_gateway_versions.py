@@ -16,7 +16,7 @@ from rdss.gateway import Gateway
 from rdss.gateway.log import memory as memory_backend
 from rdss.model.retry import Backoff
 from rdss.model.validation import validate
-from rdss.model.workload import Workload
+from rdss.model.workload import Workload, Workload4
 from tests.support import versions
 
 FAST = Backoff(max_retries=3, base=0.001)
@@ -187,3 +187,27 @@ def test_a_failure_reply_crosses_versions_too(bus_name: str, written: str, read:
     assert header["version"] == written
     assert versions.object_id(failed.value.reply) == versions.object_id(request)
     assert validate(orjson.dumps(failed.value.reply), check_expiry=False).valid
+
+
+def test_a_preservation_event_is_routed_to_metadata_and_moved_to_error_for_a_3_0_2_reader(bus_name: str) -> None:
+    event = Workload4(31).message("PreservationEvent", "Event")
+    create = Workload(32).message("MetadataCreate", "Event")
+    _gateway(bus_name, "archivematica", reads="4.0.0", tenant_jisc_id=versions.TENANT).send_all(
+        [event, create], channel="metadata"
+    )
+    preservation = _gateway(bus_name, "preservation", reads="4.0.0", tenant_jisc_id=versions.TENANT)
+    with preservation.receiver("metadata", poll_interval=0.01) as inbox:
+        got = inbox.receive(timeout=2)  # a 4.0.0 reader takes it as written
+        assert got is not None
+        assert got.message_id == event["messageHeader"]["messageId"]
+        assert got.header["messageType"] == "PreservationEvent"
+    with _gateway(bus_name, "repository", reads="3.0.2").receiver("metadata", poll_interval=0.01) as inbox:
+        got = inbox.receive(timeout=2)
+        assert got is not None
+        assert got.message_id == create["messageHeader"]["messageId"]  # the event is not delivered
+        assert inbox.stats.untranslatable == 1
+    [moved] = memory_backend.bus(bus_name).payloads("error")
+    header = orjson.loads(moved)["messageHeader"]
+    assert header["messageId"] == event["messageHeader"]["messageId"]
+    assert header["errorCode"] == "GENERR006"
+    assert "cannot be translated to 3.0.2 for repository: GENERR002 PreservationEvent" in header["errorDescription"]

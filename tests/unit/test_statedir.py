@@ -45,3 +45,32 @@ def test_a_file_that_is_not_sqlite_is_left_untouched(tmp_path):
 def test_a_relative_xdg_state_home_is_ignored(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", "relative/state")
     assert state_directory() == tmp_path / "home" / ".local" / "state" / "rdss"
+
+
+def test_a_file_written_before_the_translation_columns_gains_them_and_keeps_its_entries(tmp_path):
+    """A Local Data Repository file from before entries recorded a translation (issue 31) reads
+    back as it was, and records translated entries from then on."""
+    import sqlite3
+
+    from rdss.repository.entries import RECEIVED, Entry
+
+    path = tmp_path / "ldr.sqlite"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE messages (application TEXT NOT NULL, message_id TEXT NOT NULL, message_class TEXT, "
+        "message_type TEXT, sequence TEXT, position INTEGER, status TEXT NOT NULL, return_address TEXT, "
+        "correlation_id TEXT, updated REAL NOT NULL, error_code TEXT, PRIMARY KEY (application, message_id))"
+    )
+    old.execute(
+        "INSERT INTO messages VALUES ('app', 'm1', 'Event', 'MetadataCreate', '', 1, 'RECEIVED', NULL, NULL, 0, NULL)"
+    )
+    old.commit()
+    old.close()
+    repository = SqliteRepository(path, "app")
+    assert repository.entry("m1") == Entry("m1", "Event", "MetadataCreate", "", 1, RECEIVED)
+    header = {"messageId": "m2", "messageClass": "Event", "messageType": "MetadataCreate", "version": "3.0.2"}
+    repository.record([Entry.of(header, RECEIVED, translated_from="3.0.2", delivered_as="4.0.0")])
+    translated = repository.entry("m2")
+    assert translated is not None
+    assert (translated.translated_from, translated.delivered_as) == ("3.0.2", "4.0.0")
+    assert translated.attributes()["deliveredAs"] == "4.0.0"

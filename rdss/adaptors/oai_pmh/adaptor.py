@@ -10,13 +10,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page
+from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record
 from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
 from rdss.host.display import shorten
-from rdss.model import messages, timestamps
+from rdss.model import canonical, messages, timestamps, translation
 from rdss.model.messages import Message
+from rdss.model.schemas import V3, V4
 from rdss.model.validation import validate
 
 _log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class OaiPmhAdaptor:
         set_spec: str | None = None,
         start_from: str | None = None,
         now: Callable[[], datetime] = timestamps.now,
+        version: str = V3.version,
+        tenant_jisc_id: int | None = None,
     ) -> None:
         """
         Args:
@@ -65,7 +68,18 @@ class OaiPmhAdaptor:
                 ``lambda m: gateway.send_all(m, channel="input")``); raising leaves the page to
                 be harvested again.
             start_from: ``from`` of the first harvest when the state file has none.
+            version: the Message API version the messages are written in (``3.0.2`` or
+                ``4.0.0``); 4.0.0 wants ``tenant_jisc_id``, the deployment's tenant.
+
+        Raises:
+            ValueError: a version not written here, or 4.0.0 without a tenant.
         """
+        if version not in canonical.VERSIONS:
+            raise ValueError(f"version: expected one of {', '.join(canonical.VERSIONS)}, found {version!r}")
+        if version == V4.version and tenant_jisc_id is None:
+            raise ValueError("4.0.0 messages carry a tenantJiscID: give the deployment's tenant_jisc_id")
+        self.version = version
+        self.tenant_jisc_id = tenant_jisc_id
         self.client = client
         self.publish = publish
         self.state_file = Path(state_file)
@@ -155,28 +169,49 @@ class OaiPmhAdaptor:
             if message is None:
                 stats.unchanged += 1
                 continue
-            verdict = validate(messages.serialise(message))
-            if not verdict.valid:
-                stats.invalid += 1
-                _log.error(
-                    "record %s (%s) not published: %s %s",
-                    shorten(record.identifier, 200),  # the repository's to choose, any length
-                    shorten(record.datestamp, 40),
-                    verdict.error_code,
-                    shorten(verdict.error_description or "", 300),
-                )
+            object_uuid = message["messageBody"]["objectUuid"]
+            try:
+                outgoing_message = self._in_version(message)
+            except translation.Untranslatable as error:  # no form in the version written: not published
+                self._not_published(record, stats, str(error.code), error.description)
                 continue
-            outgoing.append(message)
+            verdict = validate(messages.serialise(outgoing_message))
+            if not verdict.valid:
+                self._not_published(record, stats, str(verdict.error_code), verdict.error_description or "")
+                continue
+            outgoing.append(outgoing_message)
             message_type = message["messageHeader"]["messageType"]
             if message_type == "MetadataDelete":
                 assert known is not None
                 published[record.identifier] = Known(known.object_uuid, record.datestamp, deleted=True)
                 stats.deleted += 1
             else:
-                published[record.identifier] = Known(message["messageBody"]["objectUuid"], record.datestamp)
+                published[record.identifier] = Known(object_uuid, record.datestamp)
                 stats.created += message_type == "MetadataCreate"
                 stats.updated += message_type == "MetadataUpdate"
         if outgoing:
             self.publish(outgoing)
         state.objects.update(published)
         state.high_water = high_water
+
+    @staticmethod
+    def _not_published(record: Record, stats: HarvestStats, code: str, description: str) -> None:
+        stats.invalid += 1
+        _log.error(
+            "record %s (%s) not published: %s %s",
+            shorten(record.identifier, 200),  # the repository's to choose, any length
+            shorten(record.datestamp, 40),
+            code,
+            shorten(description, 300),
+        )
+
+    def _in_version(self, message: Message) -> Message:
+        """The record's message as the adaptor publishes it: Dublin Core maps onto 3.0.2's
+        research object, and 4.0.0's is written from it through the canonical model (the
+        mappings docs/vendors.md "Versions" lists), as this adaptor's own message - no
+        translation hop, since nothing else wrote it first."""
+        if self.version == V3.version:
+            return message
+        return translation.translate_message(
+            translation.read(messages.serialise(message)), self.version, tenant_jisc_id=self.tenant_jisc_id
+        )

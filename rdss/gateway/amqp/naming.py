@@ -81,7 +81,8 @@ def routing_key(address: str, message_type: str) -> str:
 
 
 def exchanges_for(message_type: str) -> set[str]:
-    """Which of the two topic exchanges a messageType travels through (by its classes)."""
-    classes = schemas.classes_for(message_type)
+    """Which of the two topic exchanges a messageType travels through (by its classes in any
+    version: a PreservationEvent, 4.0.0's, travels as any class)."""
+    classes = schemas.spoken_classes(message_type)
     kinds = {"commands" if c == "Command" else "events" for c in classes}
     return kinds or {"commands", "events"}

@@ -99,13 +99,13 @@ class VirtualHost:
         owner = "*" if channel == INPUT else address
         if group is None:
             queue = amqp.queue_declare("", exclusive=True, auto_delete=True).method.queue
-            for message_type in schemas.MESSAGE_TYPES:
+            for message_type in schemas.SPOKEN_TYPES:
                 for kind in exchanges_for(message_type):
                     amqp.queue_bind(queue, self.names.name(kind), routing_key(owner, message_type))
             return [queue]
         queues = []
         arguments = self.queue_arguments()
-        for message_type in schemas.MESSAGE_TYPES:
+        for message_type in schemas.SPOKEN_TYPES:
             queue = self.names.queue(group, address, message_type)
             try:
                 amqp.queue_declare(queue, durable=True, arguments=arguments)
