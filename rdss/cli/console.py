@@ -14,7 +14,10 @@ from rdss.cli.common import CommandError, aws_deployment, deployment_command, fi
 
 def register(commands: Any) -> None:
     parser = deployment_command(
-        commands, "console", run, help="a web page on this machine: the status, charts, message search, redrive"
+        commands,
+        "console",
+        run,
+        help="a web page on this machine: the status, charts, message search, redrive, replays",
     )
     parser.add_argument(
         "--port",
@@ -24,7 +27,9 @@ def register(commands: Any) -> None:
         help="listen on 127.0.0.1:N (default: a free port)",
     )
     parser.add_argument(
-        "--allow-actions", action="store_true", help="let the page redrive parked batches (default: read-only)"
+        "--allow-actions",
+        action="store_true",
+        help="let the pages redrive parked batches and cancel replays (default: read-only)",
     )
     parser.add_argument(
         "--report", type=file_name, metavar="DIR", help="an analytics report's output directory, shown as charts"
@@ -42,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     """Serves the deployment's state as web pages on 127.0.0.1 until interrupted: the overview
     (what rdss status shows), charts (records per channel, errors by code over time, latency
     from input to each routed channel), a message search that opens rdss trace's timeline, the
-    parked batches with their redrive, and the analytics report's tables as charts (--report).
+    parked batches with their redrive, the replays (rdss replay) with their cancel, and the
+    analytics report's tables as charts (--report).
     It prints a URL holding a random token, as Jupyter does: nothing is served without it. The
     pages are read-only unless started with --allow-actions; an action needs the token and is
     refused from another site. Everything a message holds is shown as text."""

@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     oldest record it has not read (lag); the invalid and error channels by error code; the
     batches parked for rdss redrive; the open sequences; the vendors and what their roles may
     do; the newest archive object and the input records not archived since; the alarms in
-    ALARM. A source that cannot be read is named, and the rest still shows. Exit 2 if the
-    deployment cannot be reached."""
+    ALARM; the replays (rdss replay) and their progress. A source that cannot be read is
+    named, and the rest still shows. Exit 2 if the deployment cannot be reached."""
     from rdss.status.snapshot import Snapshot
 
     target = aws_deployment(args.url, "status")
@@ -125,6 +125,15 @@ def lines(status: dict[str, Any]) -> list[str]:
     if status["archiveBacklog"] is not None:
         out.append(f"input records not archived yet: {status['archiveBacklog']:,}")
     out.append(f"alarms in ALARM: {', '.join(printable(a) for a in status['alarms']) or 'none'}")
+    out.append(f"replays: {len(status['replays'])}" if status["replays"] else "replays: none")
+    for replay in status["replays"]:
+        selected = f" of {replay['selected']:,} selected" if replay["selected"] is not None else ""
+        out.append(
+            printable(
+                f"  {replay['name']}: {replay['status']}, {replay['sent']:,} sent{selected} into {replay['into']}, "
+                f"last {replay['updated']}"
+            )
+        )
     for source, why in sorted(status["unread"].items()):
         out.append(f"not read: {printable(source)}: {printable(why)}")
     return out

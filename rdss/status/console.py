@@ -3,7 +3,8 @@
 What :mod:`rdss.status.sources` reads, on pages: the overview (``rdss status``'s snapshot), the
 charts (records per channel, errors by code, latency from ``input`` to each routed channel),
 a message search that opens ``rdss trace``'s timeline, the parked batches with their redrive,
-and an analytics report's tables as charts (``--report``).
+the replays (``rdss replay``) with their cancelling, and an analytics report's tables as charts
+(``--report``).
 
 Who may see it, and what runs:
 
@@ -13,7 +14,8 @@ Who may see it, and what runs:
 - Nothing is served without the token: the URL printed at start holds it (as Jupyter's does);
   that URL sets it as a cookie (HttpOnly, SameSite=Strict) and redirects to the same page
   without it, so the token leaves no trace in the history or a Referer.
-- Read-only unless started with ``allow_actions``; an action (a POST) needs the token, the
+- Read-only unless started with ``allow_actions``; an action (a POST: a redrive, a replay's
+  cancel) needs the token, the
   form's CSRF token, and a same-origin request (``Origin`` is this server, ``Sec-Fetch-Site``
   is ``same-origin``): a page from another site cannot make the browser act.
 - Everything a message holds reaches a page through Jinja2's autoescaping, as text; chart data
@@ -251,6 +253,26 @@ def _parked(app: Flask, source: ConsoleSource, settings: Settings) -> None:
         return render_template("parked.html", counts=counts, listing=source.parked(), outcome=outcome)
 
 
+def _replays(app: Flask, source: ConsoleSource, settings: Settings) -> None:
+    @app.get("/replays")
+    def replays() -> str:
+        return render_template("replays.html", replays=source.replays(), outcome=None)
+
+    @app.get("/replays/<name>")
+    def replay(name: str) -> Any:
+        found = source.replay(name)
+        if found is None:
+            return Response("no replay of that name\n", status=404, mimetype="text/plain")
+        return render_template("replay.html", replay=found)
+
+    @app.post("/replays/cancel")
+    def cancel_replay() -> Any:
+        name = request.form.get("name", "")
+        cancelled = source.cancel_replay(name) if name else False
+        outcome = f"replay {name} cancelled" if cancelled else f"no replay {name}"
+        return render_template("replays.html", replays=source.replays(), outcome=outcome)
+
+
 def _report(app: Flask, source: ConsoleSource, settings: Settings) -> None:
     @app.get("/report")
     def report() -> str:
@@ -265,6 +287,7 @@ PAGES: tuple[Page, ...] = (
     Page("charts", "Charts", _charts),
     Page("messages", "Messages", _messages),
     Page("parked", "Parked batches", _parked),
+    Page("replays", "Replays", _replays),
     Page("report", "Analytics report", _report),
 )
 

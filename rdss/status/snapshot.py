@@ -4,7 +4,8 @@ What an operator asks first, on one screen: how much each channel carried in the
 day; how far behind each consumer group is (the age of the oldest record it has not read yet);
 what reached ``invalid`` and ``error``, by error code; the batches parked for ``rdss redrive``;
 the sequences still open; the vendors and what they may do; the newest archive object and the
-records on ``input`` not archived since; the alarms in ALARM.
+records on ``input`` not archived since; the alarms in ALARM; the replays (``rdss replay``) and
+their progress.
 
 Everything is read where the deployment keeps it - the streams, the ``checkpoints`` and
 ``sequences`` tables, the on-failure queues, IAM, the archive buckets, CloudWatch - the same on
@@ -108,6 +109,8 @@ class Status:
     #: records on ``input`` that arrived after the newest audit object was written
     archive_backlog: int | None = None
     alarms: list[str] = field(default_factory=list)
+    #: the replays (``rdss replay``), as :func:`replay_rows` reads them
+    replays: list[dict[str, Any]] = field(default_factory=list)
     #: sources that could not be read, and why
     unread: dict[str, str] = field(default_factory=dict)
 
@@ -128,6 +131,7 @@ class Status:
             "archives": self.archives,
             "archiveBacklog": self.archive_backlog,
             "alarms": self.alarms,
+            "replays": self.replays,
             "unread": self.unread,
         }
 
@@ -170,6 +174,7 @@ class Snapshot:
             ("vendors", self._vendors),
             ("archives", self._archives),
             ("alarms", self._alarms),
+            ("replays", self._replays),
         ]
         for name, step in steps:
             try:
@@ -358,6 +363,37 @@ class Snapshot:
         prefix = f"{self.deployment.prefix}-{self.deployment.environment}"
         for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=prefix, StateValue="ALARM"):
             status.alarms.extend(alarm["AlarmName"] for alarm in page.get("MetricAlarms", []))
+
+    def _replays(self, status: Status) -> None:
+        status.replays = replay_rows(self.client("dynamodb"), self.deployment.table("checkpoints"))
+
+
+def replay_rows(dynamodb: Any, table: str) -> list[dict[str, Any]]:
+    """The replays kept in the checkpoints table, oldest first: each one's name, status, times,
+    counts (``selected`` is what its last complete run selected: None until one completes) and
+    options (``selection`` and ``into``, as ``rdss replay start`` was given them)."""
+    from rdss.processors.replay import Progress
+
+    rows = []
+    for row in Progress(dynamodb, table).list():
+        try:
+            options = orjson.loads(row.get("options") or "{}")
+        except orjson.JSONDecodeError:
+            options = {}
+        options = options if isinstance(options, dict) else {}
+        rows.append(
+            {
+                "name": row["name"],
+                "status": row.get("status"),
+                "created": row.get("created"),
+                "updated": row.get("updated"),
+                "sent": row.get("sent", 0),
+                "selected": row.get("selected"),
+                "into": options.get("into"),
+                "selection": options.get("selection") if isinstance(options.get("selection"), dict) else {},
+            }
+        )
+    return sorted(rows, key=lambda r: (str(r["created"]), str(r["name"])))
 
 
 def read_records(kinesis: Any, stream: str, since: datetime, limit: int) -> Iterator[Record]:

@@ -1,6 +1,7 @@
 """What the console shows, read from one deployment: the status snapshot, the charts' series,
 one message's timeline (``rdss trace``), the parked batches (``rdss redrive --dry-run``) and
-their redrive; and, when given, an analytics report's tables.
+their redrive, the replays (``rdss replay``) and their cancelling; and, when given, an analytics
+report's tables.
 
 The web layer (:mod:`rdss.status.console`) only renders what these return: every value here is
 data, never markup.
@@ -15,7 +16,7 @@ from typing import Any
 
 from rdss.deployment.topology import Deployment
 from rdss.status import series
-from rdss.status.snapshot import DEFAULT_LIMIT, Snapshot
+from rdss.status.snapshot import DEFAULT_LIMIT, Snapshot, replay_rows
 
 
 @dataclass
@@ -53,6 +54,48 @@ class ConsoleSource:
     def redrive(self, processor: str | None) -> dict[str, Any]:
         """``rdss redrive`` (one processor's queue, or all): the batches put back, and what was not."""
         return self._redrive(processor, dry_run=False)
+
+    def replays(self) -> list[dict[str, Any]]:
+        """Every replay (:func:`rdss.status.snapshot.replay_rows`), each with what is left of it
+        (:meth:`_left`)."""
+        return self._with_left(replay_rows(self.client("dynamodb"), self.deployment.table("checkpoints")))
+
+    def replay(self, name: str) -> dict[str, Any] | None:
+        """One replay, as :meth:`replays` gives it; None when there is none of that name."""
+        rows = replay_rows(self.client("dynamodb"), self.deployment.table("checkpoints"))
+        return next(iter(self._with_left([row for row in rows if row["name"] == name])), None)
+
+    def cancel_replay(self, name: str) -> bool:
+        """``rdss replay cancel``: a start running it stops at its next batch; False when there is none."""
+        from rdss.processors.replay import Progress
+
+        return Progress(self.client("dynamodb"), self.deployment.table("checkpoints")).cancel(name)
+
+    def _with_left(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from rdss.processors.replay import Replayer
+
+        if not rows:
+            return []
+        replayer = Replayer(
+            self._named(), kinesis=self.client("kinesis"), dynamodb=self.client("dynamodb"), s3=self.client("s3")
+        )
+        return [row | self._left(replayer, row) for row in rows]
+
+    def _left(self, replayer: Any, row: dict[str, Any]) -> dict[str, Any]:
+        """What ``rdss replay start NAME --dry-run`` counts now: the records its selection holds in
+        the archive (``selectedNow``), those not replayable (``skipped``) and those not sent yet
+        (``remaining``); None for a cancelled replay (it is never resumed), with ``left`` saying why."""
+        from rdss.processors.replay import ReplayExists, Selection, Spec
+
+        if row["status"] == "cancelled":
+            return {"selectedNow": None, "skipped": None, "remaining": None, "left": "cancelled: never resumed"}
+        try:
+            spec = Spec(row["name"], Selection.of(row["selection"]), str(row["into"]))
+            summary = replayer.run(spec, dry_run=True)
+        except (KeyError, ValueError, ReplayExists) as error:  # options unreadable, or cancelled meanwhile
+            return {"selectedNow": None, "skipped": None, "remaining": None, "left": str(error)}
+        remaining = summary.selected - summary.already - summary.skipped
+        return {"selectedNow": summary.selected, "skipped": summary.skipped, "remaining": remaining, "left": None}
 
     def report_tables(self) -> dict[str, Any] | None:
         from rdss.analytics.report import read_report

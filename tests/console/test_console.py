@@ -2,7 +2,8 @@
 workload: the overview's counts are what the deployment holds (the demo's accounting), a
 messageId search shows rdss trace's timeline, a parked batch is redriven from the page, a
 message carrying markup and script is shown as text with no script run, and a request without
-the token or an action from another origin is refused. Each page's screenshot is kept under
+the token or an action from another origin is refused; the replays page shows each replay's
+progress and cancels one. Each page's screenshot is kept under
 build/console/ (the docs show them: make console-screenshots)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +22,13 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
 
-from rdss.local.accounting import account
+from rdss.local.accounting import account, read_channel
+from rdss.model import timestamps
+from rdss.processors import replay as replay_module
+from rdss.processors.replay import Replayer, ReplayExists, Selection, Spec
+from rdss.status import console
+from rdss.status.snapshot import Snapshot
+from rdss.status.sources import ConsoleSource
 from tests.console.conftest import PAYLOADS, SCREENSHOTS, SENTINEL, Deployed, Served
 
 pytestmark = pytest.mark.integration
@@ -213,3 +221,99 @@ def test_an_action_from_another_origin_is_refused(
     assert fetch(served.base + "/parked/redrive", data=form, headers={"Origin": served.base})[0] == 403
     assert deployed.runtime.failed_batches()["broker"] == 1  # nothing was redriven
     sqs.purge_queue(QueueUrl=queue)
+
+
+def shown_replays(browser: webdriver.Chrome) -> dict[str, dict[str, str]]:
+    """Each row of the replays table: its status and counts, as the page says them."""
+    rows = {}
+    for row in browser.find_elements(By.CSS_SELECTOR, "#replays tr[data-replay]"):
+        cells = {c.get_attribute("data-count"): c.text for c in row.find_elements(By.CSS_SELECTOR, "[data-count]")}
+        cells["status"] = row.find_element(By.CSS_SELECTOR, '[data-field="status"]').text
+        cells["filters"] = row.find_elements(By.TAG_NAME, "td")[4].text
+        rows[str(row.get_attribute("data-replay"))] = cells
+    return rows
+
+
+def test_the_replays_page_shows_each_replays_progress_and_cancels_one(
+    signed_in: webdriver.Chrome, served: Served, deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+):
+    runtime = deployed.runtime
+    until = timestamps.now()
+    window = Selection(since=until - timedelta(days=1), until=until)
+    on_input = len(read_channel(runtime, "input"))  # each arrived in the window and is archived (drained)
+    replayer = Replayer(runtime.deployment, **{s: runtime.endpoint.client(s) for s in ("kinesis", "dynamodb", "s3")})
+    monkeypatch.setattr(replay_module, "BATCH", 5)
+    # one stopped after its first batch (as a Ctrl-C would), one of two messageIds - one of them markup
+    batches: list[object] = []
+    halted = replayer.run(Spec("halted", window), on_batch=batches.append, stop=lambda: bool(batches))
+    assert (halted.status, halted.sent) == ("interrupted", 5)
+    ids = (deployed.routed, PAYLOADS[0])
+    by_id = replayer.run(Spec("by-id", Selection(window.since, window.until, ids=ids)))
+    assert (by_id.status, by_id.selected, by_id.sent) == ("done", 1, 1)
+    assert replayer.run(Spec("ghost", window), dry_run=True).status == "dry run"  # leaves no replay
+
+    page(signed_in, served, "/replays", "replays")
+    shown = shown_replays(signed_in)
+    progress = {name: replayer.progress.get(name) for name in ("halted", "by-id")}
+    assert set(shown) == {"halted", "by-id"}
+    assert shown["halted"] | {"filters": "-"} == {
+        "status": "interrupted",
+        "selected": str(on_input),
+        "sent": str(progress["halted"]["sent"]),  # type: ignore[index]
+        "remaining": str(on_input - 5),
+        "filters": "-",
+    }
+    assert progress["halted"]["sent"] == 5  # type: ignore[index]
+    assert shown["by-id"] | {"filters": "-"} == {
+        "status": "done",
+        "selected": "1",
+        "sent": str(progress["by-id"]["sent"]),  # type: ignore[index]
+        "remaining": "0",
+        "filters": "-",
+    }
+    assert shown["halted"]["filters"] == "none"
+    assert PAYLOADS[0] in shown["by-id"]["filters"]  # the markup messageId, as text
+    assert not signed_in.find_elements(By.CSS_SELECTOR, "main img, main script")
+    # rdss status lists them too
+    listed = Snapshot(runtime.deployment, runtime.endpoint.client).take().as_dict()["replays"]
+    assert [(r["name"], r["status"], r["sent"]) for r in listed] == [("halted", "interrupted", 5), ("by-id", "done", 1)]
+
+    page(signed_in, served, "/replays/by-id", "replay")
+    assert [li.text for li in signed_in.find_elements(By.CSS_SELECTOR, "#ids li")] == list(ids)
+    assert signed_in.find_element(By.CSS_SELECTOR, '#replay [data-count="remaining"]').text == "0"
+    assert not signed_in.find_elements(By.CSS_SELECTOR, "main img, main script")
+    no_script_ran(signed_in)
+
+    # a read-only console shows no Cancel, and refuses one from its own page's origin with its tokens
+    source = ConsoleSource(runtime.deployment, runtime.endpoint.client)
+    server, settings = console.serve(source)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base, cookie = f"http://127.0.0.1:{settings.port}", {"Cookie": f"rdss_console={settings.token}"}
+        status, body = fetch(base + "/replays", headers=cookie)
+        assert status == 200
+        assert "data-replay=" in body
+        assert "data-cancel=" not in body
+        form = f"csrf={settings.csrf}&name=halted".encode()
+        status, body = fetch(base + "/replays/cancel", data=form, headers={**cookie, "Origin": base})
+        assert (status, body) == (403, "refused: read-only: start rdss console with --allow-actions to act\n")
+    finally:
+        server.shutdown()
+        server.server_close()
+    # nor from here without the page's origin
+    form = f"csrf={served.settings.csrf}&name=halted".encode()
+    cookie = {"Cookie": f"rdss_console={served.settings.token}"}
+    assert fetch(served.base + "/replays/cancel", data=form, headers=cookie)[0] == 403
+    assert replayer.progress.get("halted")["status"] == "interrupted"  # type: ignore[index]
+
+    # with --allow-actions, from the page: cancelled, and a start refuses it
+    page(signed_in, served, "/replays")
+    assert not signed_in.find_elements(By.CSS_SELECTOR, '[data-cancel="by-id"]')  # done: nothing to cancel
+    signed_in.find_element(By.CSS_SELECTOR, '[data-cancel="halted"]').click()
+    outcome = WebDriverWait(signed_in, 60).until(lambda b: b.find_elements(By.ID, "outcome"))[0].text
+    assert outcome == "replay halted cancelled"
+    assert shown_replays(signed_in)["halted"]["status"] == "cancelled"
+    assert shown_replays(signed_in)["halted"]["remaining"] == "-"
+    assert replayer.progress.get("halted")["status"] == "cancelled"  # type: ignore[index]
+    with pytest.raises(ReplayExists):
+        replayer.run(Spec("halted", window))

@@ -2,11 +2,13 @@
 what it shows is what the deployment holds - channel counts equal the records put, a consumer
 group's lag appears once it falls behind and goes once it catches up, the invalid and error
 channels are counted by code (a consumer's moves apart), a parked batch and an open sequence
-show within one refresh of being made, and text from producers is shown inert."""
+show within one refresh of being made, a replay with its progress too, and text from producers is
+shown inert."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -16,6 +18,7 @@ from rdss.cli import main
 from rdss.model import decoration
 from rdss.model.sequences import split
 from rdss.model.workload import Workload
+from rdss.processors.replay import Progress, Selection, Spec
 from rdss.status.snapshot import Snapshot
 from tests.support.gateway_system import gateway_url, open_gateway
 from tests.support.system import System
@@ -107,6 +110,31 @@ def test_parked_batches_and_open_sequences_show_at_once(system: System, capsys: 
         assert after["openSequences"]["count"] == 1
     finally:
         sqs.delete_queue(QueueUrl=url)
+
+
+def test_a_replay_shows_with_its_progress(system: System, capsys: pytest.CaptureFixture[str]) -> None:
+    assert status_of(system, capsys)["replays"] == []
+    progress = Progress(system.client("dynamodb"), system.deployment.table("checkpoints"))
+    since = datetime(2026, 11, 24, tzinfo=UTC)
+    ids = ("<script>alert(1)</script>\x1b[31m",)
+    progress.begin(Spec("fix-1", Selection(since, since + timedelta(days=1), ids=ids), "group:acme"))
+    progress.update("fix-1", sent=7)
+    [replay] = status_of(system, capsys)["replays"]
+    assert {k: replay[k] for k in ("name", "status", "sent", "selected", "into")} == {
+        "name": "fix-1",
+        "status": "running",
+        "sent": 7,
+        "selected": None,
+        "into": "group:acme",
+    }
+    assert replay["selection"]["ids"] == list(ids)
+    assert replay["selection"]["since"] == "2026-11-24T00:00:00Z"
+    capsys.readouterr()
+    assert main(["status", "--url", gateway_url(system)]) == 0
+    screen = capsys.readouterr().out
+    assert "  fix-1: running, 7 sent into group:acme, last " in screen
+    # the consumer groups' lag reads the same table: a replay's rows are not a group's
+    assert [g for g in status_of(system, capsys)["lag"] if "replay" in g["group"]] == []
 
 
 def test_a_source_missing_is_named_and_the_rest_still_shows(system: System) -> None:

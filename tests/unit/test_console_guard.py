@@ -14,11 +14,12 @@ from rdss.status.sources import ConsoleSource
 
 
 class Recorded(ConsoleSource):
-    """A source whose redrive only records that it ran."""
+    """A source whose redrive and replay cancel only record that they ran."""
 
     def __init__(self) -> None:
         super().__init__(Deployment("unit"), client=self._no_client)
         self.redriven: list[str | None] = []
+        self.cancelled: list[str] = []
 
     @staticmethod
     def _no_client(service: str) -> Any:
@@ -33,6 +34,17 @@ class Recorded(ConsoleSource):
     def redrive(self, processor: str | None) -> dict[str, Any]:
         self.redriven.append(processor)
         return {"lines": ["redrove 1 parked batch(es), 1 record(s)"], "ok": True, "batches": 1}
+
+    def replays(self) -> list[dict[str, Any]]:
+        return []
+
+    def cancel_replay(self, name: str) -> bool:
+        self.cancelled.append(name)
+        return True
+
+
+#: Every action the console has, and a form for it.
+ACTIONS = [("/parked/redrive", {"processor": "broker"}), ("/replays/cancel", {"name": "fix-1"})]
 
 
 def client(allow_actions: bool) -> tuple[Any, console.Settings, Recorded]:
@@ -81,17 +93,18 @@ def test_another_host_name_is_not_served(host: str) -> None:
     assert test.get("/static/console.css", base_url=f"http://{host}").status_code == 421
 
 
-def test_read_only_refuses_every_action() -> None:
+@pytest.mark.parametrize(("path", "form"), ACTIONS)
+def test_read_only_refuses_every_action(path: str, form: dict[str, str]) -> None:
     test, settings, source = client(allow_actions=False)
     answer = test.post(
-        "/parked/redrive",
-        data={"csrf": settings.csrf, "processor": "broker"},
+        path,
+        data={"csrf": settings.csrf, **form},
         headers={"Origin": "http://127.0.0.1:8765", "Sec-Fetch-Site": "same-origin"},
         **BASE,
     )
     assert answer.status_code == 403
     assert b"read-only" in answer.data
-    assert source.redriven == []
+    assert (source.redriven, source.cancelled) == ([], [])
 
 
 @pytest.mark.parametrize(
@@ -105,13 +118,15 @@ def test_read_only_refuses_every_action() -> None:
         ({"Origin": "http://127.0.0.1:8765"}, False, b"CSRF"),
     ],
 )
-def test_an_action_needs_the_same_origin_and_the_forms_token(headers: dict[str, str], csrf: bool, why: bytes) -> None:
+@pytest.mark.parametrize(("path", "form"), ACTIONS)
+def test_an_action_needs_the_same_origin_and_the_forms_token(
+    headers: dict[str, str], csrf: bool, why: bytes, path: str, form: dict[str, str]
+) -> None:
     test, settings, source = client(allow_actions=True)
-    form = {"csrf": settings.csrf if csrf else "guess", "processor": "broker"}
-    answer = test.post("/parked/redrive", data=form, headers=headers, **BASE)
+    answer = test.post(path, data={"csrf": settings.csrf if csrf else "guess", **form}, headers=headers, **BASE)
     assert answer.status_code == 403
     assert why in answer.data
-    assert source.redriven == []
+    assert (source.redriven, source.cancelled) == ([], [])
 
 
 def test_an_action_from_the_page_itself_runs() -> None:
@@ -125,6 +140,15 @@ def test_an_action_from_the_page_itself_runs() -> None:
     assert answer.status_code == 200, answer.data
     assert source.redriven == ["broker"]
     assert b"redrove 1 parked batch(es)" in answer.data
+    answer = test.post(
+        "/replays/cancel",
+        data={"csrf": settings.csrf, "name": "<b>fix-1</b>"},
+        headers={"Origin": "http://127.0.0.1:8765", "Sec-Fetch-Site": "same-origin"},
+        **BASE,
+    )
+    assert answer.status_code == 200, answer.data
+    assert source.cancelled == ["<b>fix-1</b>"]
+    assert b"replay &lt;b&gt;fix-1&lt;/b&gt; cancelled" in answer.data  # the name said as text
 
 
 def test_a_deployment_gone_is_one_line_not_a_traceback() -> None:

@@ -22,6 +22,9 @@ def screen(text: str) -> str:
     status.archives = {"input": {"bucket": "b", "key": text, "written": "2026-11-29T00:00:00.000Z"}}
     status.alarms = [text]
     status.unread = {text: text}
+    status.replays = [
+        {"name": text, "status": text, "updated": text, "sent": 1, "selected": None, "into": text, "selection": {}}
+    ]
     return "\n".join(lines(status.as_dict()))
 
 
