@@ -235,7 +235,8 @@ def run_validate(args: argparse.Namespace) -> int:
     with formats over the published schemas: Draft 4 for 3.0.2, Draft 6 for 4.0.0). The published schemas are not part
     of this package: --reference-schemas DIR and --reference-schemas-4 DIR, $RDSS_REFERENCE_SCHEMAS and
     $RDSS_REFERENCE_SCHEMAS_4, else directories of those names beside a checkout; a version without them is measured
-    without its reference, as with --no-reference. The median of --rounds passes.
+    without its reference, as with --no-reference. Beside them, the translators to the other version (what a
+    consumer reading another version pays on top, rdss bench translate). The median of --rounds passes.
     """
     from rdss.bench import reference, validate
 
@@ -269,7 +270,9 @@ def run_validate(args: argparse.Namespace) -> int:
     comparison = validate.run(
         args.messages, seed=args.seed, rounds=args.rounds, reference=locations[0], reference_4=locations[1]
     )
-    if _printed_as_json(args, comparison.as_dict()):
+    # what a consumer reading the other version pays on top: the translators on the same sizes
+    translation = _bench("translate").run(args.messages, seed=args.seed, rounds=args.rounds)
+    if _printed_as_json(args, {**comparison.as_dict(), "translation": translation.as_dict()}):
         return 0
     three, four = comparison.versions["3.0.2"], comparison.versions["4.0.0"]
     print(
@@ -287,6 +290,11 @@ def run_validate(args: argparse.Namespace) -> int:
             f"{_rate(four.reference_per_s):>12}  msg/s"
         )
         print(f"  {'classifier / reference':<44}{_times(three.times_reference):>12}{_times(four.times_reference):>12}")
+    translator = "translator to the other version"
+    print(f"  {translator:<44}{translation.up_per_s:>12,.0f}{translation.down_per_s:>12,.0f}  msg/s")
+    if three.reference_per_s and four.reference_per_s:
+        up, down = translation.up_per_s / three.reference_per_s, translation.down_per_s / four.reference_per_s
+        print(f"  {'translator / reference':<44}{_times(up):>12}{_times(down):>12}")
     print(f"  a 4.0.0 message costs {comparison.cost_4_over_3:.2f}x a 3.0.2 one to judge")
     return 0
 
