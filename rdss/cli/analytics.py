@@ -10,7 +10,12 @@ from rdss.cli.common import CommandError, add_command, describe_os_error, file_n
 
 
 def register(commands: Any) -> None:
-    analytics = commands.add_parser("analytics", help="the analytics report's output, with pictures")
+    analytics = commands.add_parser(
+        "analytics",
+        help="the analytics report's output, with pictures",
+        description="The analytics report job's output (its summary and tables) for analysts: "
+        "`rdss analytics report DIR --html OUT` renders it as one self-contained HTML file with charts.",
+    )
     verbs = analytics.add_subparsers(dest="verb", metavar="VERB", required=True)
     verbs.type = file_name
     report = add_command(verbs, "report", run_report, help="render a report job's output as a self-contained HTML file")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import inspect
 import statistics
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from rdss.cli.bench_model import run_translate, run_validate
+from rdss.cli.benchkit import at_least_one, bench_module, printed_as_json
 from rdss.cli.common import CommandError, number, print_json, whole_number
 from rdss.host.display import printable
 
@@ -229,95 +228,11 @@ def register(commands: Any) -> None:
     coldstart.set_defaults(run=run_coldstart)
 
 
-def run_validate(args: argparse.Namespace) -> int:
-    """Time the classifier (rdss.model.validation.validate) on realistic generated messages of each version it judges
-    (3.0.2 and 4.0.0, side by side), beside orjson's parse alone and each version's reference validator (jsonschema
-    with formats over the published schemas: Draft 4 for 3.0.2, Draft 6 for 4.0.0). The published schemas are not part
-    of this package: --reference-schemas DIR and --reference-schemas-4 DIR, $RDSS_REFERENCE_SCHEMAS and
-    $RDSS_REFERENCE_SCHEMAS_4, else directories of those names beside a checkout; a version without them is measured
-    without its reference, as with --no-reference. The median of --rounds passes.
-    """
-    from rdss.bench import reference, validate
-
-    _at_least_one(args, "messages")
-    locations: list[Path | None] = [None, None]
-    if not args.no_reference:
-        found = (
-            (
-                "3.0.2",
-                "--reference-schemas",
-                "RDSS_REFERENCE_SCHEMAS",
-                args.reference_schemas,
-                reference.default_location,
-            ),
-            (
-                "4.0.0",
-                "--reference-schemas-4",
-                "RDSS_REFERENCE_SCHEMAS_4",
-                args.reference_schemas_4,
-                reference.default_location_4,
-            ),
-        )
-        for index, (version, option, variable, given, default) in enumerate(found):
-            locations[index] = given or default()
-            if locations[index] is None:
-                print(
-                    f"rdss bench validate: the published {version} schemas are not here ({option} DIR or "
-                    f"${variable}): measuring {version} without its reference validator, as --no-reference",
-                    file=sys.stderr,
-                )
-    comparison = validate.run(
-        args.messages, seed=args.seed, rounds=args.rounds, reference=locations[0], reference_4=locations[1]
-    )
-    if _printed_as_json(args, comparison.as_dict()):
-        return 0
-    three, four = comparison.versions["3.0.2"], comparison.versions["4.0.0"]
-    print(
-        f"{args.messages:,} realistic messages a version, {three.mean_bytes:,.0f} bytes on average (3.0.2), "
-        f"{four.mean_bytes:,.0f} (4.0.0)"
-    )
-    print(f"  {'':<44}{'3.0.2':>12}{'4.0.0':>12}")
-    classifier = "classifier (rdss.model.validation.validate)"
-    print(f"  {classifier:<44}{three.classifier_per_s:>12,.0f}{four.classifier_per_s:>12,.0f}  msg/s")
-    print(f"  {'orjson parse only':<44}{three.orjson_parse_per_s:>12,.0f}{four.orjson_parse_per_s:>12,.0f}  msg/s")
-    print(f"  {'classifier / parse-only':<44}{three.fraction_of_parse:>12.0%}{four.fraction_of_parse:>12.0%}")
-    if three.reference_per_s is not None or four.reference_per_s is not None:
-        print(
-            f"  {'reference (jsonschema Draft4 | Draft6 + formats)':<44}{_rate(three.reference_per_s):>12}"
-            f"{_rate(four.reference_per_s):>12}  msg/s"
-        )
-        print(f"  {'classifier / reference':<44}{_times(three.times_reference):>12}{_times(four.times_reference):>12}")
-    print(f"  a 4.0.0 message costs {comparison.cost_4_over_3:.2f}x a 3.0.2 one to judge")
-    return 0
-
-
-def run_translate(args: argparse.Namespace) -> int:
-    """Time the Message Translators (rdss.model.translation.translate) both ways on realistic Metadata messages,
-    beside the classifier on the same messages. The median of --rounds passes."""
-    _at_least_one(args, "messages")
-    figures = _bench("translate").run(args.messages, seed=args.seed, rounds=args.rounds)
-    if _printed_as_json(args, figures.as_dict()):
-        return 0
-    print(f"{figures.messages:,} realistic Metadata messages, {figures.mean_bytes:,.0f} bytes on average")
-    print(f"  3.0.2 -> 4.0.0 (rdss.model.translation.translate)  {figures.up_per_s:>10,.0f} msg/s")
-    print(f"  4.0.0 -> 3.0.2                                     {figures.down_per_s:>10,.0f} msg/s")
-    print(f"  classifier on the 3.0.2 messages                   {figures.classifier_per_s:>10,.0f} msg/s")
-    return 0
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _times(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}x"
-
-
 def run_archive(args: argparse.Namespace) -> int:
     """Frame N realistic messages as archive entries, as the archiver does, and pack them into gzip members:
     bytes per entry, per member and as Firehose bills them (5 KB steps per record), and the CPU per entry."""
-    _at_least_one(args, "messages")
-    return _shown(args, _bench("archive").run(args.messages, seed=args.seed), _archive_text)
+    at_least_one(args, "messages")
+    return _shown(args, bench_module("archive").run(args.messages, seed=args.seed), _archive_text)
 
 
 def _archive_text(figures: Any) -> Iterator[str]:
@@ -344,8 +259,10 @@ def run_broker(args: argparse.Namespace) -> int:
     local extra) or, with --stub-aws, clients answering in memory (the broker's own CPU cost). Records/s and AWS
     calls per 1,000 messages.
     """
-    _at_least_one(args, "records", "batch")
-    return _shown(args, _bench("broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text)
+    at_least_one(args, "records", "batch")
+    return _shown(
+        args, bench_module("broker").run(args.records, batch=args.batch, stub_aws=args.stub_aws), _broker_text
+    )
 
 
 def _broker_text(figures: Any) -> Iterator[str]:
@@ -359,8 +276,10 @@ def run_send(args: argparse.Namespace) -> int:
     in its own Local Data Repository, batched PutRecords) against the embedded emulator (the local extra), or
     $AWS_ENDPOINT_URL when set. Messages/s and calls per 1,000 messages.
     """
-    _at_least_one(args, "messages", "shards")
-    figures = _bench("send").run(args.messages, shards=args.shards, realistic=args.realistic, journal=args.journal)
+    at_least_one(args, "messages", "shards")
+    figures = bench_module("send").run(
+        args.messages, shards=args.shards, realistic=args.realistic, journal=args.journal
+    )
     return _shown(args, figures, _send_text)
 
 
@@ -382,7 +301,7 @@ def run_state(args: argparse.Namespace) -> int:
     does: PutRecord latency (p50, p99, one call at a time over HTTP) while the compactor snapshots every
     --compact-every requests, then one snapshot timed (in all, and how long writers waited); then rdss trace runs
     against it, and the same again. The local extra."""
-    return _shown(args, _bench("state").run(args.puts, compact_every=args.compact_every), _state_text)
+    return _shown(args, bench_module("state").run(args.puts, compact_every=args.compact_every), _state_text)
 
 
 def _state_text(figures: Any) -> Iterator[str]:
@@ -405,7 +324,7 @@ def _state_text(figures: Any) -> Iterator[str]:
 
 def run_idle(args: argparse.Namespace) -> int:
     try:
-        figures = _bench("idle").run(args.seconds)
+        figures = bench_module("idle").run(args.seconds)
     except RuntimeError as error:
         raise CommandError(str(error)) from error
     return _shown(args, figures, _idle_text)
@@ -447,32 +366,19 @@ def run_bridge(args: argparse.Namespace) -> int:
 
 def _rates(args: argparse.Namespace, measure: Callable[[Any], Any]) -> int:
     """The RabbitMQ benchmarks: message rates, one line each."""
-    _at_least_one(args, "messages")
+    at_least_one(args, "messages")
     try:
-        figures = measure(_bench("amqp"))
+        figures = measure(bench_module("amqp"))
     except RuntimeError as error:
         raise CommandError(str(error)) from error
     return _print_rates(args, figures)
 
 
-def _at_least_one(args: argparse.Namespace, *names: str) -> None:
-    """The sizes a benchmark cannot run with less than one of (its counts of messages, rounds...)."""
-    if any(getattr(args, name) < 1 for name in names):
-        raise CommandError(" and ".join(f"--{name}" for name in names) + " must be at least 1")
-
-
 def _shown(args: argparse.Namespace, figures: Any, text: Callable[[Any], Iterable[str]]) -> int:
     """A benchmark's figures: one JSON line with --json, else ``text``'s lines; exit code 0."""
-    if not _printed_as_json(args, figures.as_dict()):
+    if not printed_as_json(args, figures.as_dict()):
         print("\n".join(text(figures)))
     return 0
-
-
-def _printed_as_json(args: argparse.Namespace, figures: Any) -> bool:
-    """With --json, the figures (``as_dict()`` of a benchmark's result) as one JSON line (and True)."""
-    if args.json:
-        print_json(figures)
-    return bool(args.json)
 
 
 def _aws_calls(figures: Any, what: str) -> str:
@@ -483,7 +389,7 @@ def _aws_calls(figures: Any, what: str) -> str:
 
 
 def _print_rates(args: argparse.Namespace, figures: Any) -> int:
-    if _printed_as_json(args, figures.as_dict()):
+    if printed_as_json(args, figures.as_dict()):
         return 0
     print(f"{figures.messages:,} messages of {figures.mean_bytes:,.0f} bytes on average, {figures.broker}")
     for what, rate in figures.rates.items():
@@ -518,7 +424,7 @@ def run_glue(args: argparse.Namespace) -> int:
         )
     except GlueUnavailable as error:
         raise CommandError(str(error)) from error
-    if _printed_as_json(args, figures.as_dict()):
+    if printed_as_json(args, figures.as_dict()):
         return 0
     counts = figures.counts
     print(
@@ -563,7 +469,7 @@ def run_cost(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise CommandError(str(error)) from error
         table = {name: dataclasses.asdict(price) for name, price in listed.items()}
-        if not _printed_as_json(args, table):
+        if not printed_as_json(args, table):
             print(f"{region} list prices")
             for name, price in listed.items():
                 print(f"{name:<38} {price.usd:>12,.7g} $ / {price.unit:<26} {price.source} ({price.as_of})")
@@ -571,7 +477,7 @@ def run_cost(args: argparse.Namespace) -> int:
     # measuring runs the broker (Powertools' tracer: the `tracing` extra); the shipped figures need nothing
     figures = MEASURED
     if args.measure:
-        measuring = _bench("cost_measure")
+        measuring = bench_module("cost_measure")
         latency, _ = measuring.call_latency()
         figures = dataclasses.replace(measuring.measure(), call_seconds=round(latency, 6))
     if args.figures:
@@ -587,7 +493,7 @@ def run_cost(args: argparse.Namespace) -> int:
             bill = cost.project(settings, args.rate, figures=figures, archive=args.archive, region=args.region)
     except ValueError as error:  # ConfigError included: no cdk.json, no such environment, a malformed one
         raise CommandError(str(error)) from error
-    if _printed_as_json(args, bill.as_dict()):
+    if printed_as_json(args, bill.as_dict()):
         return 0
     who = args.peer or f"rdss, {args.archive} archive"
     print(
@@ -623,7 +529,7 @@ def run_coldstart(args: argparse.Namespace) -> int:
     """
     from rdss.bench import coldstart
 
-    _at_least_one(args, "rounds")
+    at_least_one(args, "rounds")
     try:
         figures = coldstart.run(args.rounds, logs=args.logs)
     except ModuleNotFoundError as error:
@@ -633,7 +539,7 @@ def run_coldstart(args: argparse.Namespace) -> int:
             "it measures the Lambda assets the CDK app (stacks/) builds, which an installed package does not hold: "
             "run it from a checkout, after make setup (.venv/bin/rdss bench coldstart)"
         ) from error
-    if _printed_as_json(args, [f.as_dict() for f in figures]):
+    if printed_as_json(args, [f.as_dict() for f in figures]):
         return 0
     print(
         f"Lambda assets (arm64, zipped) and handler cold imports (x86_64 twin, Python 3.12, median of {args.rounds}):"
@@ -653,8 +559,3 @@ def _init_durations(durations: tuple[float, ...]) -> str:
     ordered = sorted(durations)
     median = statistics.median(ordered)
     return f", Init Duration {median:.0f} ms (median of {len(ordered)}, {ordered[0]:.0f}-{ordered[-1]:.0f})"
-
-
-def _bench(name: str) -> ModuleType:
-    """A benchmark module, imported when its command runs (each pulls in what it measures)."""
-    return importlib.import_module(f"rdss.bench.{name}")

@@ -104,7 +104,9 @@ def test_offline_commands(venv: Path, tmp_path: Path) -> None:
     figures = json.loads(
         ok(rdss(venv, env, tmp_path, "bench", "validate", "--messages", "300", "--rounds", "1", "--json")).out
     )
-    assert figures
+    assert set(figures["versions"]) == {"3.0.2", "4.0.0"}
+    assert figures["translation"]["up_per_s"] > 0
+    assert figures["translation"]["down_per_s"] > 0
 
 
 def test_benchmarks(venv: Path, tmp_path: Path) -> None:
