@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from rdss.local.esm import FailedBatch
-from rdss.processors.redrive import Pointer
+from rdss.processors.parked import Pointer
 from rdss.repository.entries import claimable_id, redriven_key
 
 # As Lambda writes it to an SQS on-failure destination (AWS documentation's example, abridged).
