@@ -60,17 +60,19 @@ def run_archive(args: argparse.Namespace) -> int:
     Start it before traffic on RabbitMQ: like every consumer group, its queues exist from its first start.
     """
     from rdss.gateway import Gateway
-    from rdss.gateway.wiretap import Archiver, open_sink
+    from rdss.gateway.wiretap import Archiver, S3Sink, open_sink
 
     configure_service_logging(args, f"rdss-archive-{args.group}")
     try:
         if not args.target.startswith("s3://"):
             Path(args.target).mkdir(parents=True, exist_ok=True)  # a directory it cannot write: say so now
         sink = open_sink(args.target)
+        if isinstance(sink, S3Sink):  # a bucket it cannot reach: say so now, not at the first write
+            _reachable(sink)
     except OSError as error:
         raise CommandError(f"--to {args.target}: {error.strerror or error}") from error
-    except (ValueError, BotoCoreError) as error:
-        raise CommandError(str(error)) from error
+    except (ValueError, BotoCoreError, ClientError) as error:
+        raise CommandError(f"--to {args.target}: {error}") from error
     url = deployment_url(args.url)
     with unreachable_is_usage():
         gateway = Gateway(url, application=args.group)
@@ -91,3 +93,13 @@ def run_archive(args: argparse.Namespace) -> int:
             raise CommandError(f"cannot write to {sink}: {error}") from error
     report(args, stats.as_dict(), f"archived {stats.records} record(s) in {stats.objects} object(s)")
     return 0
+
+
+def _reachable(sink: Any) -> None:
+    """Raises what HeadBucket raises for a bucket that is not there, or no credentials or endpoint;
+    a refusal (403) is not fatal: a role may put objects without the right to look at the bucket."""
+    try:
+        sink.s3.head_bucket(Bucket=sink.bucket)
+    except ClientError as error:
+        if str(error.response.get("Error", {}).get("Code")) not in ("403", "AccessDenied", "Forbidden"):
+            raise

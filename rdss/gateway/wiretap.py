@@ -213,6 +213,8 @@ class Archiver:
                 if max_records is not None and self.stats.records + len(self._buffer) >= max_records:
                     break
         finally:
-            self.flush()
-            self.consumer.close()
+            try:
+                self.flush()
+            finally:  # a write that failed still gives the group's leases back: a restart reads at once
+                self.consumer.close()
         return self.stats

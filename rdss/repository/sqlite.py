@@ -32,6 +32,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
     target = Path(path)
     if target.is_dir():
         raise StateError(f"{target} is a directory, not a SQLite file")
+    if target.exists() and not target.is_file():  # a FIFO or a device: reading its header would block for ever
+        raise StateError(f"{target} is not a regular file, so not a SQLite file")
     try:
         with target.open("rb") as existing:
             header = existing.read(len(_HEADER))

@@ -16,7 +16,7 @@ import orjson
 import pika
 import pytest
 
-from rdss.gateway import Gateway, Received, Receiver, SendFailed
+from rdss.gateway import Gateway, Received, Receiver, SendFailed, TransportError
 from rdss.gateway.amqp import AmqpTransport, Tier, mosaic, parse_tiers, routing_key
 from rdss.gateway.amqp.redeliveries import SqliteRedeliveries
 from rdss.gateway.backend import Outgoing
@@ -89,6 +89,25 @@ def test_routing_keys_follow_mosaic():
 def test_a_bad_option_is_a_url_error(rabbitmq):
     with pytest.raises(URLError, match="envelope"):
         Gateway(f"{rabbitmq.url}?envelope=xml")
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("namespace=" + "x" * 300, "at most 64 bytes"),  # was pika's ShortStringTooLong, a traceback
+        ("namespace=a%00b", "printable"),  # was open()'s "embedded null byte", a traceback
+        ("namespace=a%07b", "printable"),
+        ("state=a%00b", "NUL"),
+    ],
+)
+def test_a_namespace_or_state_file_that_cannot_work_is_a_url_error(rabbitmq, query, said):
+    with pytest.raises(URLError, match=said):
+        Gateway(f"{rabbitmq.url}?{query}")
+
+
+def test_a_state_file_that_is_a_directory_is_said_in_one_line(rabbitmq, tmp_path):
+    with pytest.raises(TransportError, match="is a directory, not a SQLite file"):
+        Gateway(amqp_url(rabbitmq, tmp_path))
 
 
 # -- sending and receiving ---------------------------------------------------------------------

@@ -4,6 +4,8 @@ that is there but is not SQLite is refused without a byte of it written."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rdss.host.statedir import StateError, state_directory
@@ -40,6 +42,13 @@ def test_a_file_that_is_not_sqlite_is_left_untouched(tmp_path):
     assert passwd.read_bytes() == b"root:x:0:0:root:/root:/bin/bash\n"
     with pytest.raises(StateError, match="is a directory"):
         SqliteRepository(tmp_path, "app")
+
+
+def test_a_fifo_planted_as_the_file_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "state.sqlite"
+    os.mkfifo(fifo)  # opening it to read its header would wait for a writer for ever
+    with pytest.raises(StateError, match="not a regular file"):
+        SqliteRepository(fifo, "app")
 
 
 def test_a_relative_xdg_state_home_is_ignored(monkeypatch, tmp_path):

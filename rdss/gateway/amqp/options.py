@@ -44,6 +44,9 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)\Z")
 #: A word of a routing key: no dots, spaces or wildcards.
 WORD = re.compile(r"[^.#*\s]+\Z")
 
+#: The longest namespace: room left in an AMQP name (255 bytes) for a group, a channel and a messageType.
+MAX_NAMESPACE = 64
+
 
 @dataclass(frozen=True)
 class Tier:
@@ -129,6 +132,13 @@ class Options:
         namespace = ours.get("namespace", "")
         if namespace and not WORD.match(namespace):
             raise URLError(f"namespace={namespace!r}: no dots, spaces, # or *")
+        # it prefixes every exchange and queue name (255 bytes at most in AMQP, beside a consumer group's
+        # and a messageType's) and names the state file: a long or unprintable one fails later, as a traceback
+        if len(namespace.encode(errors="surrogatepass")) > MAX_NAMESPACE or not namespace.isprintable():
+            shown = f"{namespace[:40]!r}{'...' if len(namespace) > 40 else ''}"
+            raise URLError(f"namespace={shown}: at most {MAX_NAMESPACE} bytes of printable text")
+        if "\0" in ours.get("state", ""):
+            raise URLError("state=: a file name cannot hold a NUL byte")
         queue_type = ours.get("queue_type", "quorum")
         if queue_type not in ("quorum", "classic"):
             raise URLError(f"queue_type={queue_type!r}: quorum or classic")

@@ -24,6 +24,7 @@ from rdss.gateway.amqp.redeliveries import ForgivenReturns, RedeliveryCounter, S
 from rdss.gateway.backend import Settings, TransportError
 from rdss.gateway.claims import SqliteClaims
 from rdss.gateway.inline_broker import INPUT, InlineBroker
+from rdss.host.statedir import StateError
 from rdss.model import schemas
 
 #: How far the broker's ``x-delivery-limit`` lies above ``redeliveries``: room for returns a
@@ -46,13 +47,17 @@ class VirtualHost:
         with self.connection() as connection:  # first: no state file for a broker never reached
             self._declare_topology(connection.channel())
         # quorum queues count deliveries in the broker: the per-host file is for classic ones only
-        self.counter: RedeliveryCounter = counter or (
-            SqliteRedeliveries(options.state) if options.queue_type == "classic" else FORGIVEN
-        )
+        try:  # state= a directory, not SQLite, or unwritable: the caller's to fix, said in one line
+            self.counter: RedeliveryCounter = counter or (
+                SqliteRedeliveries(options.state) if options.queue_type == "classic" else FORGIVEN
+            )
+            claims = SqliteClaims(options.state)
+        except StateError as error:
+            raise TransportError(f"the state file (state=): {error}") from None
         self.publisher = ConfirmingPublisher(options.parameters, timeout=options.confirm_timeout)
         #: What the broker function does on Kinesis: routing by content, classifying, telling a
         #: resend from a conflict (the messageIds published from this host, in the state file).
-        self.inline = InlineBroker(claims=SqliteClaims(options.state))
+        self.inline = InlineBroker(claims=claims)
 
     def address(self, channel: str) -> str:
         """The routing-key word of ``channel`` (the settings may rename a channel)."""
