@@ -25,7 +25,8 @@ payload whose header cannot be read is judged as 3.0.2, as every payload was bef
 
 A failure reply - a Document answering a request (correlationId) with an ``errorCode`` and
 ``errorDescription``, the gateway's ``reply_error`` - carries the body of the request it could
-not answer (``{"objectUuid": ...}`` for a MetadataRead), so its body is checked as the request's.
+not answer (``{"objectUuid": ...}`` for a MetadataRead), so its body is checked as the request's -
+or as the response's, which the published schemas (knowing only the response) accept too.
 
 Most messages are valid, so :func:`validate` first tries the valid path: one orjson parse, one
 ``is_valid`` call of the jsonschema-rs validator compiled for the message's (messageType,
@@ -210,10 +211,14 @@ def _fast(
         total = sequence["total"]
         message_class = header["messageClass"]
         spec = schemas.for_version(header.get("version"))
+        classes: tuple[str, ...] = (message_class,)
         if message_class == "Document" and "errorCode" in header:  # perhaps a failure reply
-            message_class = _body_class(header, spec)
-        checker = _validator(header["messageType"], message_class, total != 1, spec)
-        if checker is None or not checker.is_valid(message):
+            classes = _body_classes(header, spec)
+        for body_class in classes:
+            checker = _validator(header["messageType"], body_class, total != 1, spec)
+            if checker is not None and checker.is_valid(message):
+                break
+        else:
             return None
     except (KeyError, TypeError, ValueError, OverflowError):  # the staged walk names the fault
         return None
@@ -424,9 +429,14 @@ class _Classifier:
                     is_part,
                 )
             return self._pass(message, is_part)
-        schema = self.spec.body_schema(header["messageType"], _body_class(header, self.spec))
-        assert schema is not None  # the type stage has checked the pair
-        errors = self._form_errors(_errors(self.spec.validator(schema), body), body)
+        errors: list[jsonschema_rs.ValidationError] = []
+        for body_class in _body_classes(header, self.spec):
+            schema = self.spec.body_schema(header["messageType"], body_class)
+            assert schema is not None  # the type stage has checked the pair
+            found = self._form_errors(_errors(self.spec.validator(schema), body), body)
+            if not found:
+                return self._pass(message, is_part)
+            errors = errors or found  # the first form's faults describe the body
         uuid_errors = [e for e in errors if _is_uuid_error(e, self.spec)]
         if uuid_errors:
             return self._fail(ErrorCode.GENERR010, message, _describe(uuid_errors[0], "messageBody", self.spec))
@@ -459,8 +469,11 @@ _FORMS_4 = {
 }
 
 
-def _body_class(header: dict[str, Any], spec: schemas.SchemaSet) -> str:
-    """The class whose body schema applies: a failure reply's body is its request's (a Command's)."""
+def _body_classes(header: dict[str, Any], spec: schemas.SchemaSet) -> tuple[str, ...]:
+    """The classes whose body schemas a body may match, in the order its faults are described: a
+    failure reply's body is its request's (a Command's, as rdss.model.messages.failure_reply
+    writes it) or the response's (what the published schemas, knowing only the response, accept
+    under an errorCode too)."""
     message_class: str = header["messageClass"]
     if (
         message_class == "Document"
@@ -468,8 +481,8 @@ def _body_class(header: dict[str, Any], spec: schemas.SchemaSet) -> str:
         and header.get("correlationId")
         and spec.body_schema(header["messageType"], "Command") is not None
     ):
-        return "Command"
-    return message_class
+        return ("Command", "Document")
+    return (message_class,)
 
 
 def _fail(code: ErrorCode, message: dict[str, Any] | None, description: str, is_part: bool = False) -> Verdict:
