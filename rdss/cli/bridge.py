@@ -74,6 +74,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     amqp://guest:guest@localhost/%2F
     """
     from rdss.gateway.bridge import DEFAULT_CHANNELS, open_bridge
+    from rdss.gateway.exceptions import UnusableName
 
     configure_service_logging(args, args.group)
     channels = list(dict.fromkeys(args.channels or DEFAULT_CHANNELS))  # a channel named twice is moved once
@@ -94,7 +95,10 @@ def run_bridge(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot reach the source or target: {error}") from error
     stop = stop_on_signals()
     announce(f"bridging {', '.join(channels)}: {source} -> {target}")
-    stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
+    try:
+        stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
+    except UnusableName as error:
+        raise CommandError(str(error)) from error
     summary = (
         f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "
         f"moved to invalid/error {stats.rejected}, failures retried {stats.failures}"

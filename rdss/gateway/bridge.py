@@ -38,7 +38,7 @@ from typing import Any
 
 from rdss.gateway import Gateway
 from rdss.gateway.backend import Consumer, Delivery, Outgoing
-from rdss.gateway.exceptions import MessageRefused, SendFailed
+from rdss.gateway.exceptions import MessageRefused, SendFailed, UnusableName
 from rdss.model.errors import ErrorCode
 from rdss.model.rejection import moved_key
 from rdss.model.retry import PATIENT, Backoff, Streak
@@ -281,6 +281,8 @@ class Bridge:
         if consumer is None:
             try:
                 consumer = self.source.transport.consumer(channel, group=self.group, start="earliest")
+            except UnusableName:
+                raise  # no retry makes a name fit
             except Exception as error:
                 self._failed(f"opening {channel}", error, stop)
                 return None

@@ -15,6 +15,12 @@ class GatewayError(Exception):
     """Base of every error the gateway raises on purpose."""
 
 
+class UnusableName(GatewayError, ValueError):
+    """A name the messaging system cannot hold (an AMQP queue name over 255 bytes, made of a
+    namespace, a consumer group, a channel and a messageType): a mistake to correct, not a
+    connection to retry."""
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Why one message was refused before anything was sent."""

@@ -196,3 +196,15 @@ def test_the_bridge_benchmark_moves_messages_both_ways(rabbitmq):
     rates = orjson.loads(done.stdout)["rates"]
     assert rates["Kinesis -> RabbitMQ"] > 0
     assert rates["RabbitMQ -> Kinesis"] > 0
+
+
+def test_a_consumer_group_too_long_for_a_queue_name_is_one_line_not_a_retry(url):
+    """A group of 250 bytes fits a group's own limit, but with the namespace, the channel and a
+    messageType its queue names pass AMQP's 255: refused at once, exit 2, never retried."""
+    result = run_rdss("bridge", "--url", "memory://x", "--from", url, "--group", "g" * 250, "--idle", "1", timeout=30)
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.splitlines()[-1]  # after the opening line "bridging ..."
+    assert last.startswith("rdss bridge: the queue name "), result.stderr
+    assert "AMQP allows 255" in last
+    assert "Traceback" not in result.stderr
+    assert "retrying" not in result.stderr

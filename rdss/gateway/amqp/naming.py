@@ -6,7 +6,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rdss.gateway.exceptions import UnusableName
 from rdss.model import schemas
+
+#: AMQP's limit on an exchange or queue name (a short string).
+MAX_NAME_BYTES = 255
 
 #: Channels that are queues of their own (the spec's Invalid and Error Message Queues, Mosaic's
 #: dead_letter queue) rather than routes through the topic exchanges.
@@ -66,7 +70,18 @@ class Names:
         return self.commands if message_class == "Command" else self.events
 
     def queue(self, group: str, address: str, message_type: str) -> str:
-        return self.name(f"{group}.{address}.{message_type}")
+        """A consumer group's queue of one messageType on one channel.
+
+        Raises:
+            UnusableName: the name is over AMQP's 255 bytes (a long group or namespace).
+        """
+        name = self.name(f"{group}.{address}.{message_type}")
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise UnusableName(
+                f"the queue name {name[:40]}... is {len(name.encode())} bytes and AMQP allows {MAX_NAME_BYTES}: "
+                "give a shorter consumer group (or namespace)"
+            )
+        return name
 
 
 def entity(message_type: str) -> str:

@@ -30,6 +30,7 @@ from rdss.gateway.amqp.redeliveries import RedeliveryCounter
 from rdss.gateway.amqp.vhost import VirtualHost
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition
 from rdss.gateway.inline_broker import InlineBroker
+from rdss.model import schemas
 
 _log = logging.getLogger(__name__)
 
@@ -111,7 +112,14 @@ class AmqpTransport:
     def consumer(self, channel: str, *, group: str | None, start: StartPosition = "earliest") -> AmqpConsumer:
         """A consumer of ``channel``. ``start`` has no effect: a broker queue keeps no history, so
         a group reads what reached its queues since they were declared, and a browser (no
-        group) what is published after this call returns."""
+        group) what is published after this call returns.
+
+        Raises:
+            UnusableName: a group queue's name would be over AMQP's 255 bytes.
+        """
+        if group is not None:  # named now, not at the first subscribe: a mistake, not a retry
+            for message_type in schemas.SPOKEN_TYPES:
+                self.vhost.names.queue(group, self.address(channel), message_type)
         return AmqpConsumer(self.vhost, channel, group)
 
     def close(self) -> None:
