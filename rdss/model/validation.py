@@ -211,9 +211,7 @@ def _fast(
         total = sequence["total"]
         message_class = header["messageClass"]
         spec = schemas.for_version(header.get("version"))
-        classes: tuple[str, ...] = (message_class,)
-        if message_class == "Document" and "errorCode" in header:  # perhaps a failure reply
-            classes = _body_classes(header, spec)
+        classes = _body_classes(header, spec) if "errorCode" in header else (message_class,)
         for body_class in classes:
             checker = _validator(header["messageType"], body_class, total != 1, spec)
             if checker is not None and checker.is_valid(message):
@@ -470,10 +468,8 @@ _FORMS_4 = {
 
 
 def _body_classes(header: dict[str, Any], spec: schemas.SchemaSet) -> tuple[str, ...]:
-    """The classes whose body schemas a body may match, in the order its faults are described: a
-    failure reply's body is its request's (a Command's, as rdss.model.messages.failure_reply
-    writes it) or the response's (what the published schemas, knowing only the response, accept
-    under an errorCode too)."""
+    """The classes whose body schemas a body may match (the first describes its faults): a failure
+    reply's body is its request's (as failure_reply writes it) or the response's."""
     message_class: str = header["messageClass"]
     if (
         message_class == "Document"

@@ -73,7 +73,7 @@ def rdss(venv: Path, env: dict[str, str], cwd: Path, *argv: str, timeout: float 
 
 def _command(argv: tuple[str, ...]) -> tuple[str, ...]:
     """The subcommand ``argv`` runs: its first word, or two for a group's."""
-    return tuple(argv[:2]) if argv[0] in {"local", "bench", "vendor", "adaptor", "analytics"} else argv[:1]
+    return tuple(argv[:2]) if argv[0] in {"local", "bench", "vendor", "adaptor", "analytics", "replay"} else argv[:1]
 
 
 def ok(ran: Ran) -> Ran:
@@ -107,6 +107,15 @@ def test_offline_commands(venv: Path, tmp_path: Path) -> None:
     assert set(figures["versions"]) == {"3.0.2", "4.0.0"}
     assert figures["translation"]["up_per_s"] > 0
     assert figures["translation"]["down_per_s"] > 0
+    up = ok(rdss(venv, env, tmp_path, "translate", "--to", "4.0.0", "--tenant-jisc-id", "7", "create.json")).out
+    assert json.loads(up)["messageHeader"]["version"] == "4.0.0"
+    assert json.loads(up)["messageHeader"]["messageId"] == json.loads(made)["messageHeader"]["messageId"]
+    (tmp_path / "create-4.json").write_text(up)
+    assert ok(rdss(venv, env, tmp_path, "validate", "--json", "create-4.json")).out.count('"version":"4.0.0"') == 1
+    translated = json.loads(
+        ok(rdss(venv, env, tmp_path, "bench", "translate", "--messages", "100", "--rounds", "1", "--json")).out
+    )
+    assert translated["up_per_s"] > 0
 
 
 def test_benchmarks(venv: Path, tmp_path: Path) -> None:
