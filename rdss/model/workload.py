@@ -307,13 +307,8 @@ class Workload4(Workload):
     tenant = 1
 
     def organisation(self) -> dict[str, Any]:
-        name, _ = self.rng.choice(_INSTITUTIONS)
-        return {
-            "organisationJiscId": self.rng.randint(1, 9999),
-            "organisationName": name,
-            "organisationType": "higherEducation",
-            "organisationAddress": f"{self.rng.randint(1, 200)} College Road, {name.split()[-1]}",
-        }
+        # 3.0.2's organisation, drawn alike, with 4.0.0's string for its integer type
+        return {**super().organisation(), "organisationType": "higherEducation"}
 
     def person_role(self) -> dict[str, Any]:
         given, family = self.rng.choice(_GIVEN), self.rng.choice(_FAMILY)
