@@ -133,7 +133,7 @@ localstack: $(STAMP) node
 
 # The integration suite against a LocalStack of its own on a free loopback port, stopped after.
 test-localstack: localstack
-	$(BIN)/python -m tests.support.localstack run -- $(BIN)/python -m pytest -p no:cacheprovider -rs -n 3 tests/integration
+	$(BIN)/python -m tests.support.localstack run -- $(BIN)/python -m pytest -p no:cacheprovider -rs -n 3 --dist loadscope tests/integration
 
 # Every suite, side by side (tests/support/suites.py): unit, cdk, glue, amqp, package, and the
 # integration suite twice - on the embedded moto and on LocalStack. Each suite's time is printed.

@@ -50,6 +50,8 @@ class Suite:
 
 
 #: Longest first: the LocalStack run (most of it waiting on LocalStack) and the moto one.
+#: ``--dist loadscope``: a module's tests on one worker, so a module-scoped fixture (trace's
+#: messages sent once, a minute on LocalStack) is built once, not once per worker.
 SUITES = {
     "localstack": [
         PYTHON,
@@ -60,11 +62,13 @@ SUITES = {
         *PYTEST,
         "-n",
         "3",
+        "--dist",
+        "loadscope",
         "tests/integration",
     ],
     # two workers: most of its time is spent waiting on the emulator and on subprocesses, and
     # alone it was the longest suite (24 minutes of a 24-minute run, with 9 of CPU)
-    "integration": [*PYTEST, "-n", "2", "tests/integration"],
+    "integration": [*PYTEST, "-n", "2", "--dist", "loadscope", "tests/integration"],
     "glue": [*PYTEST, "tests/glue", "tests/analytics"],
     # the classifier against the reference validators on 10,000s of mutants: minutes of the
     # reference's CPU, so a suite of its own, outside `make check`'s quick loop
