@@ -156,7 +156,7 @@ class Entry:
     def from_attributes(cls, message_id: str, item: Mapping[str, Any]) -> Entry:
         """The entry :meth:`attributes` gave ``item``. A field the item lacks (one written before
         the field existed) reads as empty, position 1; an optional one as None."""
-        values = {name: item.get(attribute) for name, attribute in _ATTRIBUTES}
+        values: dict[str, Any] = {name: item.get(attribute) for name, attribute in _ATTRIBUTES}
         for name in ("message_class", "message_type", "sequence", "status"):
             values[name] = str(values[name] or "")
         values["position"] = int(values["position"] or 1)
