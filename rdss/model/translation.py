@@ -53,6 +53,8 @@ _OBJECT_MEMBERS = frozenset(
 _OBJECT_TYPES = frozenset({"MetadataCreate", "MetadataUpdate"})
 #: Types one version has and the other does not.
 _ONLY_IN = {"VocabularyRead": V3, "VocabularyPatch": V3, "PreservationEvent": V4}
+#: Why a version lacks the other's types (what refusing one says).
+_LACKING = {V4: "the type is gone", V3: "the type is not in it"}
 
 #: Invented or replaced values when writing a version that lacks the original (docs/vendors.md).
 _DOWN_REPLACED: Mapping[str, Mapping[str, str]] = {"resourceType": {"informationPackage": "other"}}
@@ -275,9 +277,7 @@ def _file_events_from_v4(event: Any) -> Any:
 
 def write_v4(message: Message, *, tenant_jisc_id: int | None) -> dict[str, Any]:
     header = message.header
-    if _ONLY_IN.get(header.message_type) == V3:
-        raise Untranslatable(ErrorCode.GENERR002, f"{header.message_type} has no form in {V4}: the type is gone")
-    _whole(header)
+    _writable(header, V4)
     tenant = header.tenant_jisc_id if header.tenant_jisc_id is not None else tenant_jisc_id
     if type(tenant) is not int:
         raise Untranslatable(
@@ -296,9 +296,7 @@ def write_v4(message: Message, *, tenant_jisc_id: int | None) -> dict[str, Any]:
 
 def write_v3(message: Message) -> dict[str, Any]:
     header = message.header
-    if _ONLY_IN.get(header.message_type) == V4:
-        raise Untranslatable(ErrorCode.GENERR002, f"{header.message_type} has no form in {V3}: the type is not in it")
-    _whole(header)
+    _writable(header, V3)
     body = message.body
     if isinstance(body, dict):
         body = dict(body)
@@ -320,7 +318,12 @@ def write_v3(message: Message) -> dict[str, Any]:
     return {"messageHeader": _write_header(header, V3, None), "messageBody": body}
 
 
-def _whole(header: Header) -> None:
+def _writable(header: Header, version: str) -> None:
+    """Refuse a message ``version`` has no form for: of a type only the other version has
+    (GENERR002), or a part of a sequence (GENERR004)."""
+    if _ONLY_IN.get(header.message_type, version) != version:
+        lacking = f"{header.message_type} has no form in {version}: {_LACKING[version]}"
+        raise Untranslatable(ErrorCode.GENERR002, lacking)
     if header.sequence.total != 1:
         raise Untranslatable(
             ErrorCode.GENERR004,
