@@ -73,30 +73,30 @@ ASSUMPTIONS = (
 )
 
 
-def ratio(
-    settings: EnvironmentConfig, rate: float, name: Peer, figures: Figures, rejected: float, region: str | None
-) -> float:
-    """The project's bill over the peer's."""
-    ours = project(settings, rate, figures=figures, rejected_share=rejected, region=region).total
-    theirs = peer(name, settings, rate, figures=figures, rejected_share=rejected, region=region).total
-    return ours / theirs
+#: The project's bill over a peer's under the figures and rejected share given (:func:`ratio`).
+Ratio = Callable[[Figures, float], float]
+
+
+def ratio(settings: EnvironmentConfig, rate: float, name: Peer, region: str | None = None) -> Ratio:
+    """The project's bill over peer ``name``'s for ``settings`` at ``rate``, at ``region``'s prices,
+    as a function of what an assumption scales: the figures and the rejected share."""
+
+    def compared(figures: Figures, rejected: float) -> float:
+        ours = project(settings, rate, figures=figures, rejected_share=rejected, region=region).total
+        theirs = peer(name, settings, rate, figures=figures, rejected_share=rejected, region=region).total
+        return ours / theirs
+
+    return compared
 
 
 def flip(
-    settings: EnvironmentConfig,
-    rate: float,
-    name: Peer,
-    assumption: Assumption,
-    *,
-    figures: Figures = MEASURED,
-    rejected_share: float = REJECTED_SHARE,
-    region: str | None = None,
+    compared: Ratio, assumption: Assumption, figures: Figures = MEASURED, rejected_share: float = REJECTED_SHARE
 ) -> float | None:
-    """The factor nearest 1 (within 1/16x-16x) at which the ranking flips, or None."""
+    """The factor nearest 1 (within 1/16x-16x) at which ``assumption``, scaled from ``figures``
+    and ``rejected_share``, flips the ranking ``compared`` gives, or None."""
 
     def side(k: float) -> bool:
-        scaled, rejected = assumption.scaled(figures, rejected_share, k)
-        return ratio(settings, rate, name, scaled, rejected, region) < 1
+        return compared(*assumption.scaled(figures, rejected_share, k)) < 1
 
     base = side(1.0)
     steps = [LIMIT ** (i / (_STEPS // 2)) for i in range(1, _STEPS // 2 + 1)]
@@ -124,11 +124,12 @@ def line(
     region: str | None = None,
 ) -> str:
     """One line: the ratio, and what would flip the ranking against peer ``name``."""
-    base = ratio(settings, rate, name, figures, rejected_share, region)
+    compared = ratio(settings, rate, name, region)
+    base = compared(figures, rejected_share)
     cheaper = "rdss" if base < 1 else name
     flips, holds = [], []
     for assumption in ASSUMPTIONS:
-        k = flip(settings, rate, name, assumption, figures=figures, rejected_share=rejected_share, region=region)
+        k = flip(compared, assumption, figures, rejected_share)
         if k is None:
             holds.append(assumption.name)
         else:

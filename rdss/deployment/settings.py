@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from rdss.deployment.capacity import Plan, Traffic, plan
 from rdss.deployment.topology import RDSS, Deployment, Topology
@@ -34,6 +34,7 @@ from rdss.model.canonical import V3, VERSIONS
 CONTEXT_KEY = "rdss"
 
 RemovalMode = Literal["retain", "destroy"]
+CapacityMode = Literal["on-demand", "provisioned"]
 
 #: The retention periods CloudWatch Logs offers, in days.
 LOG_RETENTION_DAYS = (
@@ -57,16 +58,10 @@ class TrafficSettings:
 
 
 @dataclass(frozen=True)
-class StreamCapacity:
-    """Kinesis capacity: on-demand, or provisioned shards per channel.
+class _Capacity:
+    """What streams and tables alike are billed by: capacity on demand, or provisioned."""
 
-    Provisioned shard counts are sized from the traffic (``rdss.deployment.capacity``: bytes and records in,
-    bytes out to every reader, times the headroom) unless ``shards`` names a count for the
-    channel or a ``default`` for all.
-    """
-
-    mode: Literal["on-demand", "provisioned"] = "on-demand"
-    shards: Mapping[str, int] = field(default_factory=dict)
+    mode: CapacityMode = "on-demand"
 
     @property
     def on_demand(self) -> bool:
@@ -74,18 +69,25 @@ class StreamCapacity:
 
 
 @dataclass(frozen=True)
-class TableCapacity:
+class StreamCapacity(_Capacity):
+    """Kinesis capacity: on-demand, or provisioned shards per channel.
+
+    Provisioned shard counts are sized from the traffic (``rdss.deployment.capacity``: bytes and records in,
+    bytes out to every reader, times the headroom) unless ``shards`` names a count for the
+    channel or a ``default`` for all.
+    """
+
+    shards: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableCapacity(_Capacity):
     """The ``messages`` table (the broker's claims): on-demand, or provisioned with auto scaling
     from the capacity the traffic needs (at ``target_utilization``) up to ``max_scale`` times it.
     The other tables see little traffic and stay on-demand."""
 
-    mode: Literal["on-demand", "provisioned"] = "on-demand"
     target_utilization: float = 0.7
     max_scale: float = 4.0
-
-    @property
-    def on_demand(self) -> bool:
-        return self.mode == "on-demand"
 
 
 @dataclass(frozen=True)
@@ -420,7 +422,7 @@ _SECTIONS: Mapping[str, type] = {
     "analytics": AnalyticsSettings,
 }
 
-_CAPACITY_MODES = ("on-demand", "provisioned")
+_CAPACITY_MODES = get_args(CapacityMode)
 _Rule = tuple[str, Callable[[EnvironmentConfig], bool], Callable[[EnvironmentConfig], str]]
 #: What a built configuration must also hold, in the order checked: the setting named (below the
 #: environment), whether it holds, and what is wrong when it does not. A rule sees the whole

@@ -167,18 +167,25 @@ class SchemaSet:
         )
 
 
+#: The Metadata types' bodies, the same paths (each in its own set) in 3.0.2 and 4.0.0: in 4.0.0
+#: a whole-message schema per type as published, a MetadataRead request or response by its
+#: class; as in the published schemas, only MetadataRead's class chooses its body.
+_METADATA_BODIES: Mapping[str, Mapping[str, str]] = {
+    "MetadataCreate": dict.fromkeys(_ANY_CLASS, "body/metadata-create.json"),
+    "MetadataUpdate": dict.fromkeys(_ANY_CLASS, "body/metadata-update.json"),
+    "MetadataDelete": dict.fromkeys(_ANY_CLASS, "body/metadata-delete.json"),
+    "MetadataRead": {
+        _COMMAND: "body/metadata-read-request.json",
+        _DOCUMENT: "body/metadata-read-response.json",
+    },
+}
+
 #: The Message API 3.0.2 (ARCHITECTURE.md, "Body schema selection").
 V3 = SchemaSet(
     "3.0.2",
     "",
     {
-        "MetadataCreate": dict.fromkeys(_ANY_CLASS, "body/metadata-create.json"),
-        "MetadataUpdate": dict.fromkeys(_ANY_CLASS, "body/metadata-update.json"),
-        "MetadataDelete": dict.fromkeys(_ANY_CLASS, "body/metadata-delete.json"),
-        "MetadataRead": {
-            _COMMAND: "body/metadata-read-request.json",
-            _DOCUMENT: "body/metadata-read-response.json",
-        },
+        **_METADATA_BODIES,
         "VocabularyRead": {
             _COMMAND: "body/vocabulary-read-request.json",
             _DOCUMENT: "body/vocabulary-read-response.json",
@@ -187,20 +194,12 @@ V3 = SchemaSet(
     },
 )
 
-#: The Message API 4.0.0: a whole-message schema per type as published (a MetadataRead request
-#: or response by its class; the Vocabulary types are gone, PreservationEvent is new). As in the
-#: published schemas, only MetadataRead's class chooses its body.
+#: The Message API 4.0.0: the Vocabulary types are gone, PreservationEvent is new.
 V4 = SchemaSet(
     "4.0.0",
     "4.0.0",
     {
-        "MetadataCreate": dict.fromkeys(_ANY_CLASS, "body/metadata-create.json"),
-        "MetadataUpdate": dict.fromkeys(_ANY_CLASS, "body/metadata-update.json"),
-        "MetadataDelete": dict.fromkeys(_ANY_CLASS, "body/metadata-delete.json"),
-        "MetadataRead": {
-            _COMMAND: "body/metadata-read-request.json",
-            _DOCUMENT: "body/metadata-read-response.json",
-        },
+        **_METADATA_BODIES,
         "PreservationEvent": dict.fromkeys(_ANY_CLASS, "body/preservation-event.json"),
     },
 )

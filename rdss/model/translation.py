@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +53,8 @@ _OBJECT_MEMBERS = frozenset(
 _OBJECT_TYPES = frozenset({"MetadataCreate", "MetadataUpdate"})
 #: Types one version has and the other does not.
 _ONLY_IN = {"VocabularyRead": V3, "VocabularyPatch": V3, "PreservationEvent": V4}
+#: Why a version lacks the other's types (what refusing one says).
+_LACKING = {V4: "the type is gone", V3: "the type is not in it"}
 
 #: Invented or replaced values when writing a version that lacks the original (docs/vendors.md).
 _DOWN_REPLACED: Mapping[str, Mapping[str, str]] = {"resourceType": {"informationPackage": "other"}}
@@ -126,11 +128,7 @@ def translate(
     source = _source(message)
     if major(source) == major(target):
         return payload
-    reader = read_v3 if target == V4 else read_v4
-    canonical_message = reader(message)
-    written = (
-        write_v4(canonical_message, tenant_jisc_id=tenant_jisc_id) if target == V4 else write_v3(canonical_message)
-    )
+    written = translate_message(_read(message, source), target, tenant_jisc_id=tenant_jisc_id)
     hop = history.hop(f"rdss-translate-{source}-to-{target}", now=now)
     entries = list(written["messageHeader"].get("messageHistory", ()))
     if hop.entry() not in entries:  # the schema wants entries unique (as rdss.model.history.append)
@@ -147,7 +145,12 @@ def translate_message(message: Message, to: str, *, tenant_jisc_id: int | None =
 def read(payload: bytes) -> Message:
     """The canonical form of a 3.0.2 or 4.0.0 message."""
     message = _parse(payload)
-    return read_v4(message) if major(_source(message)) == major(V4) else read_v3(message)
+    return _read(message, _source(message))
+
+
+def _read(message: Mapping[str, Any], source: str) -> Message:
+    """``message``, written in version ``source``, in canonical form."""
+    return read_v4(message) if major(source) == major(V4) else read_v3(message)
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -174,7 +177,7 @@ def read_v4(message: Mapping[str, Any]) -> Message:
     core = {k: v for k, v in body.items() if k in _OBJECT_MEMBERS}
     files = core.get("objectFile")
     if isinstance(files, list):  # 4.0.0's one string becomes one event with no type
-        core["objectFile"] = [_file_events_from_v4(f) for f in files]
+        core["objectFile"] = [_with_file_events(f, _file_events_from_v4) for f in files]
     return Message(header, core, extension)
 
 
@@ -204,11 +207,21 @@ def _read_header(message: Mapping[str, Any]) -> Header:
         raise Untranslatable(ErrorCode.GENERR004, f"the messageHeader lacks {error}") from error
 
 
-@functools.cache
-def _v3_member(name: str) -> str:
-    if name.endswith("Uuid"):
-        return name[:-4] + "UUID"
-    return canonical.MEMBER_RENAMED_IN_V4.get(name, name)
+def _member_renaming(suffix: str, respelt: str, renamed: Mapping[str, str]) -> Callable[[str], str]:
+    """How a version's member names are written in the other: a name ending in ``suffix`` (its
+    UUIDs) ends in ``respelt`` instead, any other is renamed by ``renamed`` or kept."""
+
+    @functools.cache
+    def member(name: str) -> str:
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + respelt
+        return renamed.get(name, name)
+
+    return member
+
+
+_v3_member = _member_renaming("Uuid", "UUID", canonical.MEMBER_RENAMED_IN_V4)
+_v4_member_down = _member_renaming("UUID", "Uuid", canonical.MEMBER_RENAMED_IN_V3)
 
 
 def _v3_value(enumeration: str, value: Any) -> Any:
@@ -242,14 +255,21 @@ _CONTAINERS = frozenset({dict, list})
 _ENUMERATED = frozenset({*canonical.ENUMERATION_OF_MEMBER, "role"})
 
 
-def _file_events_from_v4(file: Any) -> Any:
+def _with_file_events(file: Any, events: Callable[[Any], Any]) -> Any:
+    """``file`` with its filePreservationEvent written by ``events`` in the other version's form
+    (last among its members); dropped where ``events`` gives None."""
     if not isinstance(file, dict):
         return file
     file = dict(file)
-    event = file.pop("filePreservationEvent", None)
-    if isinstance(event, str):
-        file["filePreservationEvent"] = [{"preservationEventValue": event}]
+    written = events(file.pop("filePreservationEvent", None))
+    if written is not None:
+        file["filePreservationEvent"] = written
     return file
+
+
+def _file_events_from_v4(event: Any) -> Any:
+    """4.0.0's one string as one event with no type."""
+    return [{"preservationEventValue": event}] if isinstance(event, str) else None
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -257,9 +277,7 @@ def _file_events_from_v4(file: Any) -> Any:
 
 def write_v4(message: Message, *, tenant_jisc_id: int | None) -> dict[str, Any]:
     header = message.header
-    if _ONLY_IN.get(header.message_type) == V3:
-        raise Untranslatable(ErrorCode.GENERR002, f"{header.message_type} has no form in {V4}: the type is gone")
-    _whole(header)
+    _writable(header, V4)
     tenant = header.tenant_jisc_id if header.tenant_jisc_id is not None else tenant_jisc_id
     if type(tenant) is not int:
         raise Untranslatable(
@@ -270,7 +288,7 @@ def write_v4(message: Message, *, tenant_jisc_id: int | None) -> dict[str, Any]:
     if isinstance(body, dict):
         body = {k: v for k, v in body.items() if k != "objectPreservationEvent"}
         if isinstance(body.get("objectFile"), list):
-            body["objectFile"] = [_file_events_to_v4(f) for f in body["objectFile"]]
+            body["objectFile"] = [_with_file_events(f, _file_events_to_v4) for f in body["objectFile"]]
         body = _walk(body, None, _same, _v4_value)
         body.update(message.extension)
     return {"messageHeader": _write_header(header, V4, tenant), "messageBody": body}
@@ -278,9 +296,7 @@ def write_v4(message: Message, *, tenant_jisc_id: int | None) -> dict[str, Any]:
 
 def write_v3(message: Message) -> dict[str, Any]:
     header = message.header
-    if _ONLY_IN.get(header.message_type) == V4:
-        raise Untranslatable(ErrorCode.GENERR002, f"{header.message_type} has no form in {V3}: the type is not in it")
-    _whole(header)
+    _writable(header, V3)
     body = message.body
     if isinstance(body, dict):
         body = dict(body)
@@ -302,7 +318,12 @@ def write_v3(message: Message) -> dict[str, Any]:
     return {"messageHeader": _write_header(header, V3, None), "messageBody": body}
 
 
-def _whole(header: Header) -> None:
+def _writable(header: Header, version: str) -> None:
+    """Refuse a message ``version`` has no form for: of a type only the other version has
+    (GENERR002), or a part of a sequence (GENERR004)."""
+    if _ONLY_IN.get(header.message_type, version) != version:
+        lacking = f"{header.message_type} has no form in {version}: {_LACKING[version]}"
+        raise Untranslatable(ErrorCode.GENERR002, lacking)
     if header.sequence.total != 1:
         raise Untranslatable(
             ErrorCode.GENERR004,
@@ -369,13 +390,6 @@ def _v4_value(enumeration: str, value: Any) -> Any:
     return name
 
 
-@functools.cache
-def _v4_member_down(name: str) -> str:
-    if name.endswith("UUID"):
-        return name[:-4] + "Uuid"
-    return canonical.MEMBER_RENAMED_IN_V3.get(name, name)
-
-
 def _v3_code(enumeration: str, value: Any) -> Any:
     if type(value) is int:
         return value  # an unnamed 3.0.2 code read from 3.0.2
@@ -399,18 +413,12 @@ def _description_to_v3(descriptions: Any) -> Any:
     return "\n\n".join(values)
 
 
-def _file_events_to_v4(file: Any) -> Any:
+def _file_events_to_v4(events: Any) -> Any:
     """3.0.2's preservation events of a file as 4.0.0's one string: their values, joined."""
-    if not isinstance(file, dict):
-        return file
-    file = dict(file)
-    events = file.pop("filePreservationEvent", None)
-    if isinstance(events, list):
-        values = [e.get("preservationEventValue") for e in events if isinstance(e, dict)]
-        text = "; ".join(v for v in values if isinstance(v, str) and v)
-        if text:
-            file["filePreservationEvent"] = text
-    return file
+    if not isinstance(events, list):
+        return None
+    values = [e.get("preservationEventValue") for e in events if isinstance(e, dict)]
+    return "; ".join(v for v in values if isinstance(v, str) and v) or None
 
 
 def _file_to_v3(file: Any) -> Any:

@@ -17,13 +17,17 @@ from typing import Any
 from rdss.model import messages, timestamps
 from rdss.model.messages import Message
 
-#: (messageType, messageClass, weight): the share of each kind in :func:`mix`.
-MIX: tuple[tuple[str, str, int], ...] = (
+#: The Metadata kinds and their weights, the same in both versions' mixes.
+_METADATA_MIX: tuple[tuple[str, str, int], ...] = (
     ("MetadataCreate", "Event", 40),
     ("MetadataUpdate", "Event", 25),
     ("MetadataDelete", "Event", 5),
     ("MetadataRead", "Command", 8),
     ("MetadataRead", "Document", 7),
+)
+#: (messageType, messageClass, weight): the share of each kind in :func:`mix`.
+MIX: tuple[tuple[str, str, int], ...] = (
+    *_METADATA_MIX,
     ("VocabularyRead", "Command", 5),
     ("VocabularyRead", "Document", 5),
     ("VocabularyPatch", "Event", 5),
@@ -88,6 +92,9 @@ class Workload:
 
     UUIDs come from the seeded generator too, so a seed reproduces messages exactly.
     """
+
+    #: (messageType, messageClass, weight) of the traffic :meth:`stream` draws.
+    proportions: tuple[tuple[str, str, int], ...] = MIX
 
     def __init__(
         self,
@@ -263,12 +270,13 @@ class Workload:
         return message
 
     def mix(self, count: int) -> list[Message]:
-        """``count`` valid messages in the proportions of :data:`MIX`."""
+        """``count`` valid messages in the class's :attr:`proportions` (:data:`MIX`; 4.0.0's :data:`MIX_4`)."""
         return list(self.stream(count))
 
     def stream(self, count: int) -> Iterator[Message]:
-        kinds = [(t, c) for t, c, _ in MIX]
-        weights = [w for _, _, w in MIX]
+        """``count`` valid messages, drawn one by one in the class's :attr:`proportions`."""
+        kinds = [(t, c) for t, c, _ in self.proportions]
+        weights = [w for _, _, w in self.proportions]
         for _ in range(count):
             message_type, message_class = self.rng.choices(kinds, weights)[0]
             yield self.message(message_type, message_class)
@@ -285,14 +293,7 @@ class Workload:
 
 #: (messageType, messageClass, weight) of 4.0.0 traffic (:meth:`Workload4.mix`): the 3.0.2 mix
 #: with the Vocabulary types, gone in 4.0.0, replaced by the preservation events that came in.
-MIX_4: tuple[tuple[str, str, int], ...] = (
-    ("MetadataCreate", "Event", 40),
-    ("MetadataUpdate", "Event", 25),
-    ("MetadataDelete", "Event", 5),
-    ("MetadataRead", "Command", 8),
-    ("MetadataRead", "Document", 7),
-    ("PreservationEvent", "Event", 15),
-)
+MIX_4: tuple[tuple[str, str, int], ...] = (*_METADATA_MIX, ("PreservationEvent", "Event", 15))
 
 #: 3.0.2's integer codes the generator above writes, by name, as 4.0.0 writes them.
 _PERSON_ROLES_4 = {5: "dataCollector", 8: "depositingUser", 14: "projectMember", 20: "rightsHolder", 21: "sponsor"}
@@ -303,6 +304,7 @@ class Workload4(Workload):
     description list, ``objectKeyword``, ``tenantJiscID``; PreservationEvent in place of the
     Vocabulary types. Every message generated is a valid 4.0.0 message."""
 
+    proportions = MIX_4
     #: The tenant every generated message belongs to.
     tenant = 1
 
@@ -311,52 +313,24 @@ class Workload4(Workload):
         return {**super().organisation(), "organisationType": "higherEducation"}
 
     def person_role(self) -> dict[str, Any]:
-        given, family = self.rng.choice(_GIVEN), self.rng.choice(_FAMILY)
-        institution, unit = self.rng.choice(_INSTITUTIONS)
-        return {
-            "person": {
-                "personUUID": self.uuid(),
-                "personIdentifier": [{"personIdentifierValue": self._orcid(), "personIdentifierType": "ORCID"}],
-                "personGivenNames": given,
-                "personFamilyNames": family,
-                "personMail": f"{_ascii(given)[:1]}.{_ascii(family)}@example.ac.uk",
-                "personOrganisationUnit": {
-                    "organisationUnitUUID": self.uuid(),
-                    "organisationUnitName": unit,
-                    "organisation": {**self.organisation(), "organisationName": institution},
-                },
-            },
-            "role": _PERSON_ROLES_4[self.rng.choice(list(_PERSON_ROLES_4))],
-        }
+        # 3.0.2's, drawn alike, in 4.0.0's spelling, with 4.0.0's names for its codes
+        role = _v4_members(super().person_role())
+        person = role["person"]
+        person["personIdentifier"] = [{**i, "personIdentifierType": "ORCID"} for i in person["personIdentifier"]]
+        return {**role, "role": _PERSON_ROLES_4[role["role"]]}
 
     def file(self, index: int) -> dict[str, Any]:
-        extension, _mime = self.rng.choice(_FORMATS)
-        name = f"{self._words(2).replace(' ', '_')}_{index:02d}.{extension}"
+        # 3.0.2's, drawn alike, in 4.0.0's spelling, with 4.0.0's names for its codes (and one
+        # preservation event, a string)
+        file = _v4_members(super().file(index))
         return {
-            "fileUUID": self.uuid(),
-            "fileIdentifier": f"file-{self.rng.getrandbits(32):08x}",
-            "fileName": name,
-            "fileSize": self.rng.randint(1_000, 5_000_000_000),
-            "fileChecksum": [
-                {
-                    "checksumUUID": self.uuid(),
-                    "checksumType": "md5",
-                    "checksumValue": f"{self.rng.getrandbits(128):032x}",
-                }
-            ],
-            "fileCompositionLevel": "0",
-            "fileDateModified": [self.timestamp()],
+            **file,
+            "fileChecksum": [{**checksum, "checksumType": "md5"} for checksum in file["fileChecksum"]],
             "fileUse": "originalFile",
             "filePreservationEvent": "ingest",
             "fileUploadStatus": "uploadComplete",
             "fileStorageStatus": "online",
-            "fileStorageLocation": f"https://repository.example.ac.uk/files/{self.uuid()}/{name}",
-            "fileStoragePlatform": {
-                "storagePlatformUUID": self.uuid(),
-                "storagePlatformName": "Institutional S3",
-                "storagePlatformType": "S3",
-                "storagePlatformCost": "standard",
-            },
+            "fileStoragePlatform": {**file["fileStoragePlatform"], "storagePlatformType": "S3"},
         }
 
     def research_object(self, *, people: int | None = None, files: int | None = None) -> dict[str, Any]:
@@ -410,13 +384,6 @@ class Workload4(Workload):
         header["tenantJiscID"] = self.tenant
         return message
 
-    def stream(self, count: int) -> Iterator[Message]:
-        kinds = [(t, c) for t, c, _ in MIX_4]
-        weights = [w for _, _, w in MIX_4]
-        for _ in range(count):
-            message_type, message_class = self.rng.choices(kinds, weights)[0]
-            yield self.message(message_type, message_class)
-
 
 def _ascii(name: str) -> str:
     """A name as the ASCII local part of an e-mail address (RFC 5322 allows no other)."""
@@ -424,3 +391,12 @@ def _ascii(name: str) -> str:
 
     folded = unicodedata.normalize("NFKD", name.replace("Ł", "L").replace("ł", "l"))
     return "".join(ch for ch in folded.lower() if (ch.isascii() and ch.isalnum()) or ch == "-")
+
+
+def _v4_members(value: Any) -> Any:
+    """``value`` with every ``...Uuid`` member spelt as 4.0.0 spells it, ``...UUID``."""
+    if isinstance(value, list):
+        return [_v4_members(item) for item in value]
+    if isinstance(value, dict):
+        return {(name[:-4] + "UUID" if name.endswith("Uuid") else name): _v4_members(v) for name, v in value.items()}
+    return value

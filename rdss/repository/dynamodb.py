@@ -382,19 +382,7 @@ class DynamoRepository:
         item = self.table.get([self.prefix + message_id]).get(self.prefix + message_id)
         if item is None:
             return None
-        return Entry(
-            message_id=message_id,
-            message_class=str(item.get("messageClass", "")),
-            message_type=str(item.get("messageType", "")),
-            sequence=str(item.get("sequence", "")),
-            position=int(item.get("position", 1)),
-            status=str(item.get("status", "")),
-            return_address=item.get("returnAddress"),
-            correlation_id=item.get("correlationId"),
-            error_code=item.get("errorCode"),
-            translated_from=item.get("translatedFrom"),
-            delivered_as=item.get("deliveredAs"),
-        )
+        return Entry.from_attributes(message_id, item)
 
 
 def _item(values: dict[str, Any]) -> dict[str, Any]:

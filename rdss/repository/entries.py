@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 import orjson
@@ -148,18 +148,28 @@ class Entry:
         )
 
     def attributes(self) -> dict[str, Any]:
-        return {
-            "messageClass": self.message_class,
-            "messageType": self.message_type,
-            "sequence": self.sequence,
-            "position": self.position,
-            "status": self.status,
-            "returnAddress": self.return_address,
-            "correlationId": self.correlation_id,
-            "errorCode": self.error_code,
-            "translatedFrom": self.translated_from,
-            "deliveredAs": self.delivered_as,
-        }
+        """The entry as a store's item holds it: every field but the messageId, by its name in
+        the spec (camelCase: ``returnAddress``)."""
+        return {attribute: getattr(self, name) for name, attribute in _ATTRIBUTES}
+
+    @classmethod
+    def from_attributes(cls, message_id: str, item: Mapping[str, Any]) -> Entry:
+        """The entry :meth:`attributes` gave ``item``. A field the item lacks (one written before
+        the field existed) reads as empty, position 1; an optional one as None."""
+        values: dict[str, Any] = {name: item.get(attribute) for name, attribute in _ATTRIBUTES}
+        for name in ("message_class", "message_type", "sequence", "status"):
+            values[name] = str(values[name] or "")
+        values["position"] = int(values["position"] or 1)
+        return cls(message_id, **values)
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+#: (field, attribute) of every field of an entry but its messageId (the store's key), in order.
+_ATTRIBUTES = tuple((f.name, _camel(f.name)) for f in fields(Entry) if f.name != "message_id")
 
 
 class Repository(Protocol):

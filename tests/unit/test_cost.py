@@ -290,13 +290,14 @@ def test_the_sensitivity_line_names_what_would_flip_the_ranking() -> None:
     assert ratio < 0.6
     assert line.startswith(f"vs sqs-powertools: rdss costs {ratio:.2f}x")
     # the claims' write units flip it somewhere between 1x and 16x; the answer is where
-    k = sensitivity.flip(prod, 1000, "sqs-powertools", sensitivity.ASSUMPTIONS[3])
+    compared = sensitivity.ratio(prod, 1000, "sqs-powertools")
+    k = sensitivity.flip(compared, sensitivity.ASSUMPTIONS[3])
     assert k is not None
     assert 1 < k < 16
     figures = replace(MEASURED, claim_write_units=MEASURED.claim_write_units * k * 1.01)
-    assert sensitivity.ratio(prod, 1000, "sqs-powertools", figures, 0.01, None) > 1
+    assert compared(figures, 0.01) > 1
     figures = replace(MEASURED, claim_write_units=MEASURED.claim_write_units * k * 0.99)
-    assert sensitivity.ratio(prod, 1000, "sqs-powertools", figures, 0.01, None) < 1
+    assert compared(figures, 0.01) < 1
     assert f"write units per claim x{k:.3g}" in line
 
 
