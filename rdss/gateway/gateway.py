@@ -24,7 +24,7 @@ from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
 from rdss.gateway.consumer import MAX_ATTEMPTS, Receiver
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
-from rdss.gateway.listen import Handler, listen
+from rdss.gateway.listen import Handler, Run, listen
 from rdss.gateway.received import Received, ReceiveStats, Selector
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
@@ -240,25 +240,12 @@ class Gateway:
         ``idle_timeout`` seconds. ``options`` are those of :meth:`receiver`.
         """
         with self.receiver(channel, **options) as receiver:
+            run = Run(receiver.clock, stop=stop, max_messages=max_messages, idle_timeout=idle_timeout, backoff=backoff)
             if kind == "amgi" or (kind == "auto" and _is_amgi(handler)):
-                return amgi.serve(
-                    receiver,
-                    handler,  # type: ignore[arg-type]
-                    address=self.transport.address(channel),
-                    deliver=self._deliver_sends,
-                    stop=stop,
-                    max_messages=max_messages,
-                    idle_timeout=idle_timeout,
-                    backoff=backoff,
-                )
-            return listen(
-                receiver,
-                handler,  # type: ignore[arg-type]
-                stop=stop,
-                max_messages=max_messages,
-                idle_timeout=idle_timeout,
-                backoff=backoff,
-            )
+                app: Application = handler  # type: ignore[assignment]
+                address = self.transport.address(channel)
+                return amgi.serve(receiver, app, run, address=address, deliver=self._deliver_sends)
+            return listen(receiver, handler, run)  # type: ignore[arg-type]
 
     # -- request-reply -------------------------------------------------------------------------
     def request(
