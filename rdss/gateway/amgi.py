@@ -41,7 +41,7 @@ Deliver = Callable[[list[tuple[str, bytes]]], dict[int, str]]
 
 
 def serve(receiver: Receiver, app: Application, run: Run | None, *, address: str, deliver: Deliver) -> ReceiveStats:
-    """Run ``app`` on the receiver's channel for as long as ``run`` says (default: until the
+    """Run ``app`` on the receiver's channel for as long as ``run`` says (None: until the
     process ends)."""
     run = run or Run(receiver.clock)
     loop = asyncio.new_event_loop()
