@@ -13,7 +13,6 @@ import base64
 import contextlib
 import logging
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any, TextIO
 import orjson
 
 from rdss.amgi.kinesis import KinesisEventSourceMappingHandler
+from rdss.bench.aws_calls import CallCounter
 from rdss.bench.figures import Measured
 from rdss.deployment.topology import Deployment, from_environment
 from rdss.model.workload import Workload
@@ -92,27 +92,12 @@ def events(count: int, batch: int, seed: int = 11, first: int = 0) -> list[dict[
     return built
 
 
-class _Counter:
-    def __init__(self) -> None:
-        self.calls: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def attach(self, client: Any) -> Any:
-        client.meta.events.register("before-call.*.*", self._count)
-        return client
-
-    def _count(self, model: Any, **_: Any) -> None:
-        if model.name in _DATA_PLANE:
-            with self._lock:  # the claims are made from a pool of threads
-                self.calls[model.name] = self.calls.get(model.name, 0) + 1
-
-
 def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
     """Time the broker handler over ``count`` records; count the AWS calls it makes."""
     built = events(count, batch)
     deployment = Deployment("bench")
     names = from_environment(deployment.environment_variables())
-    counter = _Counter()
+    counter = CallCounter(_DATA_PLANE)
     endpoint = None
     if stub_aws:
         kinesis: Any = _StubKinesis(counter)
@@ -135,7 +120,7 @@ def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
             handler({"Records": []}, None)
             for event in events(WARM_UP, WARM_UP, seed=12, first=count):
                 handler(event, None)
-            counter.calls.clear()
+            counter.start()
             started = time.perf_counter()
             for event in built:
                 response = handler(event, None)
@@ -146,9 +131,7 @@ def run(count: int, *, batch: int = 1000, stub_aws: bool = False) -> Figures:
     finally:
         if endpoint is not None:
             endpoint.stop()
-    return Figures(
-        count, batch, seconds, "stub" if stub_aws else "embedded emulator", dict(sorted(counter.calls.items()))
-    )
+    return Figures(count, batch, seconds, "stub" if stub_aws else "embedded emulator", counter.counted())
 
 
 @contextlib.contextmanager
@@ -171,11 +154,11 @@ def processor_output_to(stream: TextIO) -> Iterator[None]:
 class _StubKinesis:
     """Answers PutRecords in memory (every entry accepted)."""
 
-    def __init__(self, counter: _Counter) -> None:
+    def __init__(self, counter: CallCounter) -> None:
         self.counter = counter
 
     def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
-        self.counter.calls["PutRecords"] = self.counter.calls.get("PutRecords", 0) + 1
+        self.counter.count("PutRecords")
         return {
             "FailedRecordCount": 0,
             "Records": [{"ShardId": "shardId-000000000000", "SequenceNumber": str(i)} for i in range(len(Records))],
@@ -185,18 +168,13 @@ class _StubKinesis:
 class _StubDynamoDB:
     """Answers the Local Data Repository's calls in memory, as an empty table would."""
 
-    def __init__(self, counter: _Counter) -> None:
+    def __init__(self, counter: CallCounter) -> None:
         self.counter = counter
-        self.lock = threading.Lock()
-
-    def _count(self, name: str) -> None:
-        with self.lock:  # the claims are made from a pool of threads
-            self.counter.calls[name] = self.counter.calls.get(name, 0) + 1
 
     def batch_get_item(self, **_: Any) -> dict[str, Any]:
-        self._count("BatchGetItem")
+        self.counter.count("BatchGetItem")
         return {"Responses": {}, "UnprocessedKeys": {}}
 
     def put_item(self, **_: Any) -> dict[str, Any]:
-        self._count("PutItem")
+        self.counter.count("PutItem")
         return {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +99,10 @@ def reference_validator(location: Path) -> Callable[[bytes], bool]:
     pair without a published body schema (a Read as an Event) cannot be valid.
     """
     import jsonschema
-    from referencing import Registry
     from referencing.jsonschema import DRAFT4
 
-    resources = []
     documents = list((location / "schemas").glob("*.json")) + list((location / "body-schemas").rglob("*.json"))
-    for path in documents:
-        document = json.loads(path.read_text())
-        resource = DRAFT4.create_resource(document)
-        identifier = document["id"]
-        for alias in {identifier, identifier.rstrip("#"), identifier.rstrip("#").rstrip("/")}:
-            resources.append((alias, resource))
-    registry = Registry().with_resources(resources)
+    registry = _registry(documents, DRAFT4, "id")
     checker = jsonschema.Draft4Validator.FORMAT_CHECKER
 
     def compile_schema(path: Path) -> Any:
@@ -133,6 +125,22 @@ def reference_validator(location: Path) -> Callable[[bytes], bool]:
     return is_valid
 
 
+def _registry(documents: Iterable[Path], specification: Any, id_key: str) -> Any:
+    """A ``referencing`` registry of the published schema ``documents`` (a draft's
+    ``specification``), each under its ``id_key`` with and without a trailing ``#`` or ``/``:
+    the forms the published schemas' references name each other by."""
+    from referencing import Registry
+
+    resources = []
+    for path in documents:
+        document = json.loads(path.read_text())
+        resource = specification.create_resource(document)
+        identifier = document[id_key]
+        for alias in {identifier, identifier.rstrip("#"), identifier.rstrip("#").rstrip("/")}:
+            resources.append((alias, resource))
+    return Registry().with_resources(resources)
+
+
 #: The published 4.0.0 whole-message definition per (messageType, messageClass); None = any class
 #: (the spec's own tests judge each type by one definition; only MetadataRead's class chooses).
 _MESSAGES_4 = {
@@ -152,17 +160,9 @@ def reference_validator_4(location: Path) -> Callable[[bytes], bool]:
     A pair without a definition (a Read as an Event, a Vocabulary type) cannot be valid.
     """
     import jsonschema
-    from referencing import Registry
     from referencing.jsonschema import DRAFT6
 
-    resources = []
-    for path in (location / "schemas").rglob("*.json"):
-        document = json.loads(path.read_text())
-        resource = DRAFT6.create_resource(document)
-        identifier = document["$id"]
-        for alias in {identifier, identifier.rstrip("#"), identifier.rstrip("#").rstrip("/")}:
-            resources.append((alias, resource))
-    registry = Registry().with_resources(resources)
+    registry = _registry((location / "schemas").rglob("*.json"), DRAFT6, "$id")
     checker = jsonschema.Draft6Validator.FORMAT_CHECKER
 
     def compile_definition(relative: str, name: str) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from rdss.bench.aws_calls import CallCounter
 from rdss.bench.figures import Measured
 from rdss.deployment.topology import Deployment
 from rdss.model.messages import Message
@@ -55,20 +56,6 @@ def _client(endpoint: Any, service: str) -> Any:
     from rdss.gateway.log.kinesis import GATEWAY_CLIENT_CONFIG
 
     return endpoint.client(service, config=GATEWAY_CLIENT_CONFIG)
-
-
-class _Counter:
-    def __init__(self) -> None:
-        self.calls: dict[str, int] = {}
-        self.active = False
-
-    def attach(self, client: Any) -> Any:
-        client.meta.events.register("before-call.*.*", self._count)
-        return client
-
-    def _count(self, model: Any, **_: Any) -> None:
-        if self.active:
-            self.calls[model.name] = self.calls.get(model.name, 0) + 1
 
 
 def small_messages(count: int, seed: int = 5) -> list[Message]:
@@ -110,7 +97,7 @@ def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = 
     ldr = f"bench-{deployment.environment}-ldr"
     try:
         with provisioned(endpoint, deployment, shards=shards, tables=[ldr]):
-            counter = _Counter()
+            counter = CallCounter()
             clients = {
                 "kinesis": counter.attach(endpoint.client("kinesis")),
                 "dynamodb": counter.attach(endpoint.client("dynamodb")),
@@ -120,13 +107,13 @@ def _run(messages: list[Message], shards: int, endpoint: Any, aws: str | None = 
             if endpoint.url:
                 url += f"&endpoint={endpoint.url}"
             with Gateway(url, application="bench", clients=clients) as gateway:
-                counter.active = True
+                counter.start()
                 started = time.perf_counter()
                 receipts = gateway.send_all(messages)
                 seconds = time.perf_counter() - started
-                counter.active = False
+                counter.stop()
             if len(receipts) != count:  # pragma: no cover - send_all raises first
                 raise AssertionError(f"{count - len(receipts)} messages not sent")
     finally:
         endpoint.stop()
-    return Figures(count, mean, shards, seconds, aws, dict(sorted(counter.calls.items())))
+    return Figures(count, mean, shards, seconds, aws, counter.counted())

@@ -30,9 +30,8 @@ from rdss.amgi.server import Lifespan, run_scope
 from rdss.amgi.types import Application, MessageSendEvent, SendFailed
 from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import GatewayError
-from rdss.gateway.listen import LONGEST_PAUSE, receive_or_wait, settle_failure
+from rdss.gateway.listen import Run, receive_or_wait, settle_failure
 from rdss.gateway.received import Received, ReceiveStats
-from rdss.model.retry import SPEC_BACKOFF, Backoff
 
 _log = logging.getLogger(__name__)
 
@@ -41,34 +40,19 @@ _log = logging.getLogger(__name__)
 Deliver = Callable[[list[tuple[str, bytes]]], dict[int, str]]
 
 
-def serve(
-    receiver: Receiver,
-    app: Application,
-    *,
-    address: str,
-    deliver: Deliver,
-    stop: threading.Event | None = None,
-    max_messages: int | None = None,
-    idle_timeout: float | None = None,
-    backoff: Backoff = SPEC_BACKOFF,
-) -> ReceiveStats:
-    """Run ``app`` on the receiver's channel until ``stop``, ``max_messages`` or ``idle_timeout``."""
-    stop = stop or threading.Event()
+def serve(receiver: Receiver, app: Application, run: Run | None, *, address: str, deliver: Deliver) -> ReceiveStats:
+    """Run ``app`` on the receiver's channel for as long as ``run`` says (None: until the
+    process ends)."""
+    run = run or Run(receiver.clock)
     loop = asyncio.new_event_loop()
     state: dict[str, Any] = {}
     lifespan = Lifespan(app, state, _log)
     try:
         loop.run_until_complete(lifespan.startup())
-        idle_since = receiver.clock()
-        handled = failures = 0
-        while not stop.is_set() and (max_messages is None or handled < max_messages):
-            limit = receiver.batch_size if max_messages is None else min(receiver.batch_size, max_messages - handled)
-            batch = receive_batch_or_wait(receiver, limit, stop)
-            if not batch:
-                if idle_timeout is not None and receiver.clock() - idle_since >= idle_timeout:
-                    break
-                continue
-            idle_since = receiver.clock()
+        while run.going():
+            batch = receive_batch_or_wait(receiver, run.room(receiver.batch_size), run.stop)
+            if run.arrived(bool(batch)):
+                break
             for group in _by_partition(batch):
                 result = loop.run_until_complete(
                     run_scope(
@@ -82,7 +66,7 @@ def serve(
                     )
                 )
                 acked = result.settled
-                handled += len(acked)
+                run.settled(len(acked))
                 receiver.ack([r for r in group if r.message_id in acked])
                 retrying = 0
                 for received in group:
@@ -91,14 +75,13 @@ def serve(
                     code, why = result.nacked.get(received.message_id, (None, result.why_unacknowledged()))
                     attempts = settle_failure(receiver, received, why, code, why or None)
                     if attempts is None:
-                        handled += 1  # refused, or given up on: moved
+                        run.settled()  # refused, or given up on: moved
                     else:
                         retrying = max(retrying, attempts, 1)
-                if retrying:  # the spec's backoff before the failed messages come again (up to 30 s)
-                    failures += 1
-                    stop.wait(min(LONGEST_PAUSE, backoff.delay(max(retrying, failures))))
+                if retrying:  # the spec's backoff before the failed messages come again
+                    run.failed(retrying)
                 else:
-                    failures = 0
+                    run.steady()
         receiver.commit()
         loop.run_until_complete(lifespan.shutdown())
     finally:

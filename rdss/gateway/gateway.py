@@ -13,7 +13,7 @@ import inspect
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import orjson
 
@@ -22,10 +22,10 @@ from rdss.amgi.types import Application
 from rdss.deployment.topology import RDSS
 from rdss.gateway import amgi, request
 from rdss.gateway.backend import Outcome, Outgoing, Settings, StartPosition, Transport, TransportError, open_backend
-from rdss.gateway.consumer import MAX_ATTEMPTS, Receiver
+from rdss.gateway.consumer import Receiver
 from rdss.gateway.exceptions import GatewayError, MessageRefused, SendFailed
-from rdss.gateway.listen import Handler, listen
-from rdss.gateway.received import Received, ReceiveStats, Selector
+from rdss.gateway.listen import Handler, Run, listen
+from rdss.gateway.received import ListenOptions, Received, ReceiveOptions, ReceiveStats
 from rdss.gateway.send import Receipt, Sendable, Sender
 from rdss.gateway.url import DEFAULT_URL, GatewayURL, parse
 from rdss.host import pointers as localstate
@@ -34,7 +34,6 @@ from rdss.model.canonical import VERSIONS
 from rdss.model.messages import Message, failure_reply
 from rdss.model.rejection import Rejector
 from rdss.model.retry import SPEC_BACKOFF, Backoff
-from rdss.model.sequences import SEQUENCE_TIMEOUT_SECONDS
 from rdss.repository.entries import Repository
 
 #: Schemes whose deployments route what is sent to ``input`` by content (the Kinesis broker,
@@ -173,12 +172,7 @@ class Gateway:
         *,
         group: str | None = None,
         start: StartPosition = "earliest",
-        selector: Selector | None = None,
-        throttle: float | None = None,
-        batch_size: int = 100,
-        poll_interval: float = 1.0,
-        sequence_timeout: float = SEQUENCE_TIMEOUT_SECONDS,
-        max_attempts: int | None = MAX_ATTEMPTS,
+        **options: Unpack[ReceiveOptions],
     ) -> Receiver:
         """A Polling Consumer of ``channel`` (see :class:`rdss.gateway.consumer.Receiver`).
 
@@ -194,6 +188,7 @@ class Gateway:
             max_attempts: failed attempts (nacks) after which a message is poison: moved to the
                 ``error`` channel (GENERR009) so the partition moves on. The count is kept with
                 the group's state and survives a restart. None: retried for ever.
+            batch_size, sequence_timeout: as :class:`Receiver`'s, whose defaults all these take.
         """
         group = group or self.application
         consumer = self.transport.consumer(channel, group=group, start=start)
@@ -205,14 +200,9 @@ class Gateway:
             rejector=None if channel in _ERROR_CHANNELS else self.rejector,
             # on a brokered deployment the broker moves what is invalid on input
             move_invalid=not (channel == "input" and self.url.scheme in _BROKERED),
-            max_attempts=max_attempts,
-            selector=selector,
-            throttle=throttle,
-            batch_size=batch_size,
-            poll_interval=poll_interval,
-            sequence_timeout=sequence_timeout,
             reads=self.reads,
             tenant_jisc_id=self.tenant_jisc_id,
+            **options,
         )
 
     def listen(
@@ -225,7 +215,7 @@ class Gateway:
         idle_timeout: float | None = None,
         kind: Literal["auto", "callback", "amgi"] = "auto",
         backoff: Backoff = SPEC_BACKOFF,
-        **options: Any,
+        **options: Unpack[ListenOptions],
     ) -> ReceiveStats:
         """The Event-Driven Consumer: hand each message of ``channel`` to ``handler``.
 
@@ -240,25 +230,12 @@ class Gateway:
         ``idle_timeout`` seconds. ``options`` are those of :meth:`receiver`.
         """
         with self.receiver(channel, **options) as receiver:
+            run = Run(receiver.clock, stop=stop, max_messages=max_messages, idle_timeout=idle_timeout, backoff=backoff)
             if kind == "amgi" or (kind == "auto" and _is_amgi(handler)):
-                return amgi.serve(
-                    receiver,
-                    handler,  # type: ignore[arg-type]
-                    address=self.transport.address(channel),
-                    deliver=self._deliver_sends,
-                    stop=stop,
-                    max_messages=max_messages,
-                    idle_timeout=idle_timeout,
-                    backoff=backoff,
-                )
-            return listen(
-                receiver,
-                handler,  # type: ignore[arg-type]
-                stop=stop,
-                max_messages=max_messages,
-                idle_timeout=idle_timeout,
-                backoff=backoff,
-            )
+                app: Application = handler  # type: ignore[assignment]
+                address = self.transport.address(channel)
+                return amgi.serve(receiver, app, run, address=address, deliver=self._deliver_sends)
+            return listen(receiver, handler, run)  # type: ignore[arg-type]
 
     # -- request-reply -------------------------------------------------------------------------
     def request(

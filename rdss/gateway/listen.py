@@ -24,35 +24,81 @@ LONGEST_PAUSE = 30.0
 Handler = Callable[[Received], object]
 
 
-def listen(
-    receiver: Receiver,
-    handler: Handler,
-    *,
-    stop: threading.Event | None = None,
-    max_messages: int | None = None,
-    idle_timeout: float | None = None,
-    backoff: Backoff = SPEC_BACKOFF,
-) -> ReceiveStats:
+class Run:
+    """One run of an event-driven consumer (:func:`listen`, :func:`rdss.gateway.amgi.serve`):
+    when it ends - ``stop`` set, ``max_messages`` handled (acknowledged, refused or given up
+    on), or nothing arrived for ``idle_timeout`` seconds - and how long it pauses after a
+    failed attempt: the spec's ``backoff`` (``2^n x 100 ms``), up to :data:`LONGEST_PAUSE`."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        *,
+        stop: threading.Event | None = None,
+        max_messages: int | None = None,
+        idle_timeout: float | None = None,
+        backoff: Backoff = SPEC_BACKOFF,
+    ) -> None:
+        self.clock = clock
+        self.stop = stop or threading.Event()
+        self.max_messages = max_messages
+        self.idle_timeout = idle_timeout
+        self.backoff = backoff
+        #: Messages handled so far.
+        self.handled = 0
+        #: Failed attempts in a row (a success, or a message moved, starts the count again).
+        self.failures = 0
+        self._idle_since = clock()
+
+    def going(self) -> bool:
+        """Not stopped, and not yet ``max_messages`` handled."""
+        return not self.stop.is_set() and (self.max_messages is None or self.handled < self.max_messages)
+
+    def room(self, limit: int) -> int:
+        """At most ``limit`` messages, and no more than are left to handle."""
+        return limit if self.max_messages is None else min(limit, self.max_messages - self.handled)
+
+    def arrived(self, anything: bool) -> bool:
+        """After a receive: False when nothing arrived; True ends the run (nothing for
+        ``idle_timeout`` seconds)."""
+        if anything:
+            self._idle_since = self.clock()
+            return False
+        return self.idle_timeout is not None and self.clock() - self._idle_since >= self.idle_timeout
+
+    def settled(self, count: int = 1) -> None:
+        """``count`` messages handled: acknowledged, refused or moved."""
+        self.handled += count
+
+    def failed(self, attempts: int) -> None:
+        """A failed attempt (``attempts``: the message's count, 0 when not counted): wait the
+        backoff of whichever is greater, its attempts or the failures in a row - uncounted
+        attempts still wait longer each time."""
+        self.failures += 1
+        self.stop.wait(min(LONGEST_PAUSE, self.backoff.delay(max(attempts, self.failures))))
+
+    def steady(self) -> None:
+        """A message went through: the next failure waits the shortest pause again."""
+        self.failures = 0
+
+
+def listen(receiver: Receiver, handler: Handler, run: Run | None = None) -> ReceiveStats:
     """The Event-Driven Consumer: call ``handler`` with each message as it arrives.
 
     The handler returning acknowledges the message. Raising :class:`Rejected` refuses it with a
     code (moved to that code's channel, acknowledged). Raising anything else is a failed
     attempt: the message comes again after the spec's backoff (``2^n x 100 ms`` after the n-th
     failure), and after the receiver's ``max_attempts`` it is moved to ``error`` (GENERR009, the
-    exception named) and the partition moves on. Runs until ``stop`` is set, ``max_messages``
-    were handled (acknowledged, rejected or given up on), or nothing arrived for
-    ``idle_timeout`` seconds.
+    exception named) and the partition moves on. Runs as ``run`` says (default: until the
+    process ends).
     """
-    stop = stop or threading.Event()
-    idle_since = receiver.clock()
-    handled = failures = 0
-    while not stop.is_set() and (max_messages is None or handled < max_messages):
-        received = receive_or_wait(receiver, stop)
+    run = run or Run(receiver.clock)
+    while run.going():
+        received = receive_or_wait(receiver, run.stop)
+        if run.arrived(received is not None):
+            break
         if received is None:
-            if idle_timeout is not None and receiver.clock() - idle_since >= idle_timeout:
-                break
             continue
-        idle_since = receiver.clock()
         try:
             handler(received)
         except Exception as error:
@@ -67,13 +113,12 @@ def listen(
                 refused.error_description if refused else None,
             )
             if attempts is None:
-                handled += 1  # refused, or given up on: moved, and the partition moves on
-                failures = 0
-            else:  # uncounted attempts (no max_attempts) still wait longer each time, up to 30 s
-                failures += 1
-                stop.wait(min(LONGEST_PAUSE, backoff.delay(attempts or failures)))
+                run.settled()  # refused, or given up on: moved, and the partition moves on
+                run.steady()
+            else:
+                run.failed(attempts)
             continue
-        failures = 0
+        run.steady()
         try:
             receiver.ack(received)
         except TransportError:
@@ -84,7 +129,7 @@ def listen(
             )
             receiver.nack(received, count=False)
             continue
-        handled += 1
+        run.settled()
     receiver.commit()
     return receiver.stats
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
-from rdss.gateway.backend import Delivery
+from rdss.gateway.backend import Delivery, StartPosition
 from rdss.model.messages import Message
 from rdss.repository.entries import Entry
 
@@ -21,6 +21,26 @@ class Rejecting(Protocol):
 
 #: A Message Selector: receives the messageHeader, returns True to deliver the message.
 Selector = Callable[[Mapping[str, Any]], bool]
+
+
+class ReceiveOptions(TypedDict, total=False):
+    """What an application may choose of a receiver (:meth:`rdss.gateway.Gateway.receiver`):
+    passed on as given, so the defaults are :class:`rdss.gateway.consumer.Receiver`'s alone."""
+
+    selector: Selector | None
+    throttle: float | None
+    batch_size: int
+    poll_interval: float
+    sequence_timeout: float
+    max_attempts: int | None
+
+
+class ListenOptions(ReceiveOptions, total=False):
+    """:meth:`rdss.gateway.Gateway.listen`'s options of the receiver it opens: those of
+    :class:`ReceiveOptions`, and the consumer group and where it starts."""
+
+    group: str | None
+    start: StartPosition
 
 
 def select(

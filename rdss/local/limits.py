@@ -106,11 +106,7 @@ def _kinesis_put_records(request: dict[str, Any]) -> None:
     records = request.get("Records")
     if not isinstance(records, list):
         return  # moto answers what is missing or malformed
-    errors = []
-    if len(records) > KINESIS_RECORDS:
-        errors.append(f"Value at 'records' failed to satisfy constraint: {_at_most(KINESIS_RECORDS)}")
-    elif not records:
-        errors.append(f"Value at 'records' failed to satisfy constraint: {_AT_LEAST_ONE}")
+    errors = _member_count(len(records), KINESIS_RECORDS)
     entries = [(position, r) for position, r in enumerate(records[:KINESIS_RECORDS], 1) if isinstance(r, dict)]
     for position, record in entries:
         errors += _kinesis_record(record, f"records.{position}.member.")
@@ -125,6 +121,16 @@ def _kinesis_put_records(request: dict[str, Any]) -> None:
     )
     if sum(_record_size(record) for _, record in entries) > KINESIS_REQUEST:
         raise Refusal("InvalidArgumentException", "Records size exceeds 5 MB limit")
+
+
+def _member_count(count: int, most: int) -> list[str]:
+    """The API's constraint on the ``records`` of a batch put (Kinesis' and Firehose's alike):
+    from one to ``most``."""
+    if count > most:
+        return [f"Value at 'records' failed to satisfy constraint: {_at_most(most)}"]
+    if not count:
+        return [f"Value at 'records' failed to satisfy constraint: {_AT_LEAST_ONE}"]
+    return []
 
 
 def _record_size(record: Mapping[str, Any]) -> int:
@@ -153,11 +159,7 @@ def firehose_batch(sizes: Sequence[int]) -> None:
     Raises:
         Refusal: as Firehose refuses it.
     """
-    errors = []
-    if len(sizes) > FIREHOSE_RECORDS:
-        errors.append(f"Value at 'records' failed to satisfy constraint: {_at_most(FIREHOSE_RECORDS)}")
-    elif not sizes:
-        errors.append(f"Value at 'records' failed to satisfy constraint: {_AT_LEAST_ONE}")
+    errors = _member_count(len(sizes), FIREHOSE_RECORDS)
     for position, size in enumerate(sizes[:FIREHOSE_RECORDS], 1):
         if size > FIREHOSE_RECORD:
             errors.append(

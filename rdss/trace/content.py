@@ -20,21 +20,18 @@ from rdss.model import decoration
 def header_of(data: bytes) -> dict[str, Any] | None:
     """The message header of a record; for a wrapped one (a payload that could not be decorated
     in place), its original's header when that can be read."""
+    found = _with_header(data)
+    if found is None:
+        return None
+    record, header = found
+    if not decoration.is_wrapped(record):
+        return header
     try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        original = decoration.original(data)
+    except (ValueError, orjson.JSONDecodeError):
         return None
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("messageHeader"), dict):
-        return None
-    if decoration.is_wrapped(parsed):
-        try:
-            parsed = orjson.loads(decoration.original(data))
-        except (ValueError, orjson.JSONDecodeError):
-            return None
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("messageHeader"), dict):
-            return None
-    header: dict[str, Any] = parsed["messageHeader"]
-    return header
+    found = _with_header(original)
+    return None if found is None else found[1]
 
 
 def mentions(data: bytes, needle: bytes) -> bool:
@@ -63,12 +60,18 @@ def holds(data: bytes, message_id: str) -> bool:
 
 def carried_header(data: bytes) -> dict[str, Any] | None:
     """The outer header of a record that is decorated itself (errorCode on it as it travels)."""
+    found = _with_header(data)
+    return found[1] if found is not None and found[1].get("errorCode") else None
+
+
+def _with_header(data: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(the record, its messageHeader) when ``data`` is a JSON object whose header is one."""
     try:
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
     header = parsed.get("messageHeader") if isinstance(parsed, dict) else None
-    return header if isinstance(header, dict) and header.get("errorCode") else None
+    return (parsed, header) if isinstance(header, dict) else None
 
 
 def message_id(data: bytes) -> str | None:

@@ -94,27 +94,12 @@ def dispatches(timeline: Timeline, found: Mapping[str, list[Record]], claims: Ma
         elif (replayed := _replay_claim(claims, record, timeline.message_id)) is not None:
             name, replay_claim = replayed
             dispatch.outcome = "replayed"
-            dispatch.channels = sorted(
-                {
-                    r.channel
-                    for c, records in found.items()
-                    if c not in ("input", "invalid", "error")
-                    for r in records
-                    if history.extends(record.data, r.data)
-                }
-            )
+            dispatch.channels = _routed_to(found, record)
             what = f"record {record.record}: sent again by rdss replay {name}, claimed under the replay and routed"
             timeline.events.append(Event(_claimed_at(replay_claim), "broker", what, {"claim": replay_claim}))
         elif claim is not None and claim.get("claimedBy") == record.record:
             dispatch.outcome = "part" if _is_part(record.data) else "routed"
-            routed = [
-                r.channel
-                for c, records in found.items()
-                if c not in ("input", "invalid", "error")
-                for r in records
-                if history.extends(record.data, r.data)
-            ]
-            dispatch.channels = sorted(set(routed))
+            dispatch.channels = _routed_to(found, record)
             what = f"claimed the messageId for record {record.record} ({claim.get('status')})"
             timeline.events.append(Event(_claimed_at(claim), "broker", what, {"claim": claim}))
         elif claim is not None:
@@ -123,6 +108,20 @@ def dispatches(timeline: Timeline, found: Mapping[str, list[Record]], claims: Ma
             what = f"record {record.record}: duplicate of record {dispatch.duplicate_of}, dropped"
             timeline.events.append(Event(record.arrived, "broker", what))
         timeline.dispatches.append(dispatch)
+
+
+def _routed_to(found: Mapping[str, list[Record]], record: Record) -> list[str]:
+    """The data channels holding a copy of input ``record`` as the broker routed it (its
+    history extended by the broker's hop), in name order."""
+    return sorted(
+        {
+            copy.channel
+            for channel, records in found.items()
+            if channel not in ("input", "invalid", "error")
+            for copy in records
+            if history.extends(record.data, copy.data)
+        }
+    )
 
 
 def _replay_claim(
