@@ -12,20 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
+from rdss.cli.common import CommandError, configure_service_logging
+from rdss.cli.options import add_group, add_logging_options, add_number_option, add_state_option, below_state_directory
 from rdss.host import pointers as localstate
 from rdss.local import KEPT_DEMO_ENVIRONMENT
 
 
 def register(commands: Any) -> None:
-    local = commands.add_parser(
-        "local",
-        help="run the whole system on this machine (no AWS account, no Docker)",
-        description="The whole system on this machine: moto's server as AWS (real HTTP, real boto3 calls), the "
-        "streams, tables and buckets of the topology the CDK app deploys, the broker and sequencer behind the "
-        "project's event source mapping, Firehose and the sweep. Needs the local extra.",
+    """The whole system on this machine: moto's server as AWS (real HTTP, real boto3 calls), the streams, tables
+    and buckets of the topology the CDK app deploys, the broker and sequencer behind the project's event source
+    mapping, Firehose and the sweep. Needs the local extra."""
+    actions = add_group(
+        commands, "local", register, help="run the whole system on this machine (no AWS account, no Docker)"
     )
-    actions = local.add_subparsers(dest="local", metavar="ACTION", required=True)
 
     up = actions.add_parser(
         "up",
@@ -49,12 +48,11 @@ def register(commands: Any) -> None:
     up.add_argument(
         "--shards", type=_shards, default=2, help=f"shards per stream, 1-{MAX_SHARDS} (default 2; kept from the state)"
     )
-    up.add_argument(
-        "--state",
-        type=Path,
+    add_state_option(
+        up,
         metavar="DIR",
-        help="where the emulator's journal, snapshot and the pollers' positions are kept "
-        "(default: $XDG_STATE_HOME/rdss/local/ENV, else ~/.local/state/rdss/local/ENV)",
+        help="where the emulator's journal, snapshot and the pollers' positions are kept",
+        default=below_state_directory("local/ENV"),
     )
     up.add_argument("--fresh", action="store_true", help="forget what the state directory holds and start empty")
     up.add_argument(
@@ -63,12 +61,8 @@ def register(commands: Any) -> None:
         help="when the state is damaged, start from what is intact (the damaged files are kept, and what is lost is "
         "listed beside them) instead of refusing to start",
     )
-    up.add_argument(
-        "--compact-every",
-        type=_compaction,
-        default=5000,
-        metavar="N",
-        help="journalled requests between snapshots of the state (default 5000)",
+    add_number_option(
+        up, "--compact-every", _compaction, default=5000, help="journalled requests between snapshots of the state"
     )
     add_logging_options(up)
     up.add_argument(
@@ -101,12 +95,12 @@ def register(commands: Any) -> None:
         f"and rdss local up --env {KEPT_DEMO_ENVIRONMENT} serves it again for rdss trace and every other command (on "
         "AWS_ENDPOINT_URL it is left there)",
     )
-    demo.add_argument(
-        "--state",
-        type=Path,
+    add_state_option(
+        demo,
         metavar="DIR",
-        help=f"with --keep: where (default: where rdss local up --env {KEPT_DEMO_ENVIRONMENT} looks, "
-        f"$XDG_STATE_HOME/rdss/local/{KEPT_DEMO_ENVIRONMENT}, else ~/.local/state/rdss/local/{KEPT_DEMO_ENVIRONMENT})",
+        help="with --keep: where",
+        default=f"where rdss local up --env {KEPT_DEMO_ENVIRONMENT} looks, "
+        + below_state_directory(f"local/{KEPT_DEMO_ENVIRONMENT}"),
     )
     demo.set_defaults(run=run_demo)
 

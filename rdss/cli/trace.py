@@ -14,26 +14,28 @@ from urllib.parse import urlsplit
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError, add_command, add_deployment_option, aws_deployment
+from rdss.cli.common import INVALID, USAGE, CommandError, aws_deployment
+from rdss.cli.options import add_json_option, deployment_command
 from rdss.host.display import printable, printable_json
 from rdss.model import timestamps
 
 
 def register(commands: Any) -> None:
-    trace = add_command(commands, "trace", run_trace, help="where did a message go: its timeline, from the deployment")
+    trace = deployment_command(
+        commands, "trace", run_trace, help="where did a message go: its timeline, from the deployment"
+    )
     trace.add_argument(
         "message_id",
         metavar="MESSAGE_ID",
         help="a messageId, or one input record as SHARD/SEQUENCE (shardId-000000000000/4960...: the streamRecords "
         "rdss local demo reports, the identity the archive keeps), for a record no messageId names",
     )
-    add_deployment_option(trace)
     trace.add_argument(
         "--since",
         metavar="T",
         help="RFC 3339: read the channels from then and the archives around then (default: the last 24 hours)",
     )
-    trace.add_argument("--json", action="store_true", help="one JSON object instead of the timeline")
+    add_json_option(trace, "one JSON object instead of the timeline")
     trace.add_argument(
         "--application",
         action="append",
