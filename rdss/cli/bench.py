@@ -383,8 +383,6 @@ def run_glue(args: argparse.Namespace) -> int:
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
-    if args.broken_every < 0:
-        raise CommandError("--broken-every must be 0 or more")
     if args.repeat_every < 0:
         raise CommandError("--repeat-every must be 0 or more")
     try:

@@ -147,14 +147,14 @@ def add_poll_interval_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_stop_options(parser: argparse.ArgumentParser, *, idle: str) -> None:
-    """``--idle`` and ``--count`` of a command that reads until stopped; ``idle`` says what it
+    """``--count`` and ``--idle`` of a command that reads until stopped; ``idle`` says what it
     waits for (``without a message``)."""
-    parser.add_argument("--idle", type=_positive_float, metavar="S", help=f"stop after S seconds {idle}")
     parser.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
+    parser.add_argument("--idle", type=_positive_float, metavar="S", help=f"stop after S seconds {idle}")
 
 
 def add_service_options(parser: argparse.ArgumentParser, *, idle: str) -> None:
-    """``--idle``, ``--count`` and ``--json`` of a service command that runs until stopped, then
+    """``--count``, ``--idle`` and ``--json`` of a service command that runs until stopped, then
     prints its figures (:func:`add_stop_options`), and how it logs."""
     add_stop_options(parser, idle=idle)
     add_json_option(parser, "print the final figures as JSON")

@@ -145,15 +145,21 @@ class _Bar:
             print(file=sys.stderr)
 
 
-def _rows(args: argparse.Namespace, command: str) -> tuple[Any, list[dict[str, Any]]]:
-    replayer = _replayer(args, command)
-    with aws_failures_are_usage():
-        return replayer, replayer.progress.list()
+def _progress(args: argparse.Namespace, command: str) -> Any:
+    """The replays' progress, kept in the deployment's checkpoints table: what list, status and cancel read."""
+    return _replayer(args, command).progress
+
+
+def _no_such(name: str) -> int:
+    print(printable(f"no replay {name}"), file=sys.stderr)
+    return INVALID
 
 
 def run_list(args: argparse.Namespace) -> int:
     """The replays of the deployment (kept 35 days after their last change), each with its status and counts."""
-    _, rows = _rows(args, "replay list")
+    progress = _progress(args, "replay list")
+    with aws_failures_are_usage():
+        rows = progress.list()
     if args.json:
         print_json(rows)
     elif not rows:
@@ -174,12 +180,11 @@ def _describe(row: dict[str, Any]) -> str:
 def run_status(args: argparse.Namespace) -> int:
     """One replay: its options (selection and target), status, the records it selected and sent. Exit 1 when there
     is no replay of that name."""
-    replayer = _replayer(args, "replay status")
+    progress = _progress(args, "replay status")
     with aws_failures_are_usage():
-        row = replayer.progress.get(args.name)
+        row = progress.get(args.name)
     if row is None:
-        print(printable(f"no replay {args.name}"), file=sys.stderr)
-        return INVALID
+        return _no_such(args.name)
     if args.json:
         print_json(row)
     else:
@@ -191,11 +196,10 @@ def run_status(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     """Cancel a replay: a start running it stops before its next batch, and it cannot be resumed (what it sent stays
     sent). Exit 1 when there is no replay of that name."""
-    replayer = _replayer(args, "replay cancel")
+    progress = _progress(args, "replay cancel")
     with aws_failures_are_usage():
-        found = replayer.progress.cancel(args.name)
+        found = progress.cancel(args.name)
     if not found:
-        print(printable(f"no replay {args.name}"), file=sys.stderr)
-        return INVALID
+        return _no_such(args.name)
     print(printable(f"replay {args.name} cancelled"))
     return 0

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import USAGE, CommandError, aws_deployment, whole_number
+from rdss.cli.common import USAGE, CommandError, aws_deployment, print_json, whole_number
 from rdss.cli.options import add_json_option, add_number_option, add_record_limit_option, deployment_command
-from rdss.host.display import printable, printable_json
+from rdss.host.display import printable
 
 
 def register(commands: Any) -> None:
@@ -43,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _watch(snapshot, args.interval)
     status = _take(snapshot)
     if args.json:
-        sys.stdout.buffer.write(printable_json(orjson.dumps(status.as_dict(), option=orjson.OPT_INDENT_2)) + b"\n")
+        print_json(status.as_dict(), indent=True)
     else:
         print("\n".join(lines(status.as_dict())))
     return 0

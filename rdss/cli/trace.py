@@ -6,17 +6,15 @@ Exit codes: 0 something was found; 1 nothing was found; 2 usage, or the deployme
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError, aws_deployment
+from rdss.cli.common import INVALID, USAGE, CommandError, aws_deployment, print_json
 from rdss.cli.options import add_json_option, deployment_command
-from rdss.host.display import printable, printable_json
+from rdss.host.display import printable
 from rdss.model import timestamps
 
 
@@ -91,7 +89,7 @@ def run_trace(args: argparse.Namespace) -> int:
     except BotoCoreError as error:
         raise CommandError(str(error), USAGE) from error
     if args.json:
-        sys.stdout.buffer.write(printable_json(orjson.dumps(timeline.as_dict(), option=orjson.OPT_INDENT_2)) + b"\n")
+        print_json(timeline.as_dict(), indent=True)
     else:
         # each line escaped at the printing edge: a generator holding a newline must not forge a
         # line of the timeline, nor an ANSI escape in a message reach the terminal
