@@ -11,13 +11,9 @@ from typing import Any
 
 from rdss.cli.bench_model import add_reference_options, run_translate, run_validate
 from rdss.cli.benchkit import at_least_one, bench_module, printed_as_json
-from rdss.cli.common import CommandError, number, print_json, whole_number
-from rdss.cli.options import Run, add_command, add_group, add_json_option, add_number_option
+from rdss.cli.common import CommandError, print_json, whole_number
+from rdss.cli.options import MAX_RATE, Run, add_command, add_group, add_json_option, add_number_option, add_rate_option
 from rdss.host.display import printable
-
-#: The highest rate bench cost prices: a million messages a second (86 billion a day) is far past
-#: any RDSS deployment, and keeps every item of the bill a finite number.
-MAX_RATE = 1_000_000
 
 #: ``bench cost --peer`` choices (rdss.cost.peers.PEERS, named here so the parser need not import it).
 PEER_NAMES = ("sqs-powertools", "eventbridge", "msk-serverless")
@@ -152,10 +148,9 @@ def register(commands: Any) -> None:
         kinds, "cost", run_cost, help="what a deployment costs a month at a steady rate, item by item (or a peer's)"
     )
     cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
-    cost.add_argument(
-        "--rate",
-        type=number(0, MAX_RATE, what="a number of messages per second"),
-        metavar="N",
+    add_rate_option(
+        cost,
+        what="a number of messages per second",
         help=f"messages per second into input (above 0, at most {MAX_RATE:,})",
     )
     cost.add_argument("--peer", choices=PEER_NAMES, help="price this peer instead of the project")

@@ -10,11 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError, group_name, seconds, whole_number
+from rdss.cli.common import CommandError, group_name, number, seconds, whole_number
 from rdss.observability.outside import FORMATS
 
 #: How a command runs: ``rdss.cli.main`` calls it with the parsed arguments and exits with what it returns.
 Run = Callable[[argparse.Namespace], int]
+
+#: The fastest ``--rate`` a command takes: a million a second (86 billion a day) is far past any
+#: RDSS deployment, and keeps a paced replay's waits and every item of a bill finite numbers.
+MAX_RATE = 1_000_000
 
 _positive_int = whole_number(1)
 _positive_float = seconds()
@@ -126,6 +130,12 @@ def add_consumer_group_option(parser: argparse.ArgumentParser, default: str, hel
     """``--group GROUP``: the consumer group a command reads as (``help`` says which), a name
     :func:`rdss.cli.common.group_name` checks, ``default`` unless given."""
     parser.add_argument("--group", type=group_name, default=default, help=f"{help} (default: {default})")
+
+
+def add_rate_option(parser: argparse.ArgumentParser, *, what: str, help: str) -> None:  # noqa: A002
+    """``--rate N``: how many a second, above 0 and at most :data:`MAX_RATE` (``what`` names
+    them where a rate is refused, ``help`` says what is paced or priced)."""
+    parser.add_argument("--rate", type=number(0, MAX_RATE, what=what), metavar="N", help=help)
 
 
 def add_state_option(parser: argparse.ArgumentParser, *, metavar: str, help: str, default: str) -> None:  # noqa: A002

@@ -12,12 +12,11 @@ from rdss.cli.common import (
     CommandError,
     aws_deployment,
     aws_failures_are_usage,
-    number,
     print_json,
     stop_on_signals,
     text,
 )
-from rdss.cli.options import add_group, add_json_option, deployment_command
+from rdss.cli.options import add_group, add_json_option, add_rate_option, deployment_command
 from rdss.cli.redrive import deployment_names
 from rdss.host.display import printable
 from rdss.model import timestamps
@@ -42,7 +41,7 @@ def register(commands: Any) -> None:
         "--into", default="input", metavar="input|group:GROUP", type=text, help="where to send them (default: input)"
     )
     start.add_argument("--dry-run", action="store_true", help="count what would be sent; send nothing")
-    start.add_argument("--rate", type=number(0, 1_000_000, what="records/s"), metavar="N", help="at most N records/s")
+    add_rate_option(start, what="records/s", help="at most N records/s")
     add_json_option(start, "print the summary as JSON")
 
     listing = deployment_command(actions, "list", run_list, help="the replays and their status")
