@@ -19,8 +19,8 @@ from rdss.cli.common import (
     deployment_url,
     file_name,
     number,
+    run_service,
     seconds,
-    serve,
     unreachable_is_usage,
 )
 from rdss.cli.options import add_consumer_group_option, add_number_option, add_service_options, deployment_command
@@ -90,7 +90,7 @@ def run_archive(args: argparse.Namespace) -> int:
             except (ClientError, BotoCoreError, OSError) as error:
                 raise CommandError(f"cannot write to {sink}: {error}") from error
 
-        return serve(
+        return run_service(
             args,
             f"archiving every message of {url} to {sink}",
             archive,

@@ -18,8 +18,8 @@ from rdss.cli.common import (
     configure_service_logging,
     deployment_url,
     group_name,
+    run_service,
     seconds,
-    serve,
     unreachable_is_usage,
     whole_number,
 )
@@ -98,7 +98,7 @@ def run_bridge(args: argparse.Namespace) -> int:
         except UnusableName as error:
             raise CommandError(str(error)) from error
 
-    return serve(args, f"bridging {', '.join(channels)}: {source} -> {target}", move, _summary)
+    return run_service(args, f"bridging {', '.join(channels)}: {source} -> {target}", move, _summary)
 
 
 def _summary(stats: BridgeStats) -> str:

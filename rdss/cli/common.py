@@ -201,7 +201,7 @@ class Figures(Protocol):
 F = TypeVar("F", bound=Figures)
 
 
-def serve(
+def run_service(
     args: argparse.Namespace, announcement: str, work: Callable[[threading.Event], F], summary: Callable[[F], str]
 ) -> int:
     """A service command's run, once what it serves is open: say what it sets out to do (on
