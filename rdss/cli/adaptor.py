@@ -23,14 +23,23 @@ from rdss.cli.common import (
     INVALID,
     USAGE,
     CommandError,
-    add_command,
-    add_sender_options,
     configure_service_logging,
     deployment_url,
     report,
     seconds,
     stop_on_signals,
     whole_number,
+)
+from rdss.cli.options import (
+    add_command,
+    add_group,
+    add_json_option,
+    add_number_option,
+    add_sender_options,
+    add_state_option,
+    add_tenant_options,
+    below_state_directory,
+    tenant_jisc_id,
 )
 from rdss.host.display import redact
 from rdss.host.statedir import creatable, state_directory
@@ -43,48 +52,41 @@ DEFAULT_DEADLINE = 120.0
 
 
 def register(commands: Any) -> None:
-    adaptor = commands.add_parser(
-        "adaptor",
-        help="publish a repository's records through a Channel Adaptor",
-        description="Channel Adaptors publish RDSS messages for repositories that cannot embed a gateway.",
+    """Channel Adaptors publish RDSS messages for repositories that cannot embed a gateway."""
+    kinds = add_group(
+        commands, "adaptor", register, help="publish a repository's records through a Channel Adaptor", metavar="KIND"
     )
-    kinds = adaptor.add_subparsers(dest="adaptor", metavar="KIND", required=True)
     oai = add_command(kinds, "oai-pmh", run_oai_pmh, help="harvest an OAI-PMH endpoint (Dublin Core) into a channel")
     oai.add_argument("endpoint", metavar="URL", help="the repository's OAI-PMH base URL")
     add_sender_options(oai, _APPLICATION)
-    oai.add_argument(
-        "--state", type=Path, metavar="FILE", help="harvest position file (default: under ~/.local/state/rdss)"
-    )
+    add_state_option(oai, metavar="FILE", help="harvest position file", default=f"under {below_state_directory()}")
     oai.add_argument(
         "--profile", type=Path, metavar="FILE", help="JSON: the repository's organisation, licence, access"
     )
     oai.add_argument("--set", dest="set_spec", metavar="SPEC", help="harvest one set only")
     oai.add_argument("--metadata-prefix", default="oai_dc", help="default: oai_dc (the only one translated)")
     oai.add_argument("--from", dest="start_from", metavar="DATESTAMP", help="first harvest starts here (default: all)")
-    oai.add_argument(
-        "--interval", type=seconds(1), default=300.0, metavar="S", help="seconds between harvests (at least 1)"
+    add_number_option(
+        oai, "--interval", seconds(1), default=300.0, metavar="S", help="seconds between harvests (at least 1)"
     )
     oai.add_argument("--once", action="store_true", help="one complete harvest, then exit")
-    oai.add_argument(
-        "--retries",
-        type=whole_number(0, 20),
-        default=8,
-        metavar="N",
-        help="retries of a request the network or server fails (default 8)",
+    add_number_option(
+        oai, "--retries", whole_number(0, 20), default=8, help="retries of a request the network or server fails"
     )
-    oai.add_argument(
+    add_number_option(
+        oai,
         "--max-bytes",
-        type=whole_number(1024, 1024**3),
+        whole_number(1024, 1024**3),
         default=DEFAULT_MAX_BYTES,
-        metavar="N",
-        help=f"the largest answer read from the repository (default {DEFAULT_MAX_BYTES:,}); a larger one fails",
+        help="the largest answer read from the repository; a larger one fails",
     )
-    oai.add_argument(
+    add_number_option(
+        oai,
         "--deadline",
-        type=seconds(0, 3600),
+        seconds(0, 3600),
         default=DEFAULT_DEADLINE,
         metavar="S",
-        help=f"the most one request to the repository may take, redirects included (default {DEFAULT_DEADLINE:g})",
+        help="the most one request to the repository may take, redirects included",
     )
     oai.add_argument(
         "--version",
@@ -93,11 +95,8 @@ def register(commands: Any) -> None:
         default="3.0.2",
         help="the Message API version of the messages published (default 3.0.2)",
     )
-    oai.add_argument(
-        "--tenant-jisc-id", type=int, metavar="ID", help="tenantJiscID of 4.0.0 messages (default: --env's setting)"
-    )
-    oai.add_argument("--env", help="the environment in cdk.json whose tenant_jisc_id 4.0.0 messages carry")
-    oai.add_argument("--json", action="store_true", help="one JSON line of figures per harvest")
+    add_tenant_options(oai, of="of 4.0.0 messages", env="4.0.0 messages carry")
+    add_json_option(oai, "one JSON line of figures per harvest")
 
 
 def run_oai_pmh(args: argparse.Namespace) -> int:
@@ -182,14 +181,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
 def _tenant(args: argparse.Namespace) -> int | None:
     """The tenantJiscID 4.0.0 messages carry: --tenant-jisc-id, else --env's tenant_jisc_id
     setting (as ``rdss translate``); a 4.0.0 harvest without one is refused before it starts."""
-    tenant: int | None = args.tenant_jisc_id
-    if tenant is None and args.env:
-        from rdss.deployment.settings import ConfigError, load_file
-
-        try:
-            tenant = load_file(args.env).tenant_jisc_id
-        except (ConfigError, OSError) as error:
-            raise CommandError(str(error)) from error
+    tenant = tenant_jisc_id(args)
     if args.message_version == "4.0.0" and tenant is None:
         raise CommandError("--version 4.0.0: messages carry a tenantJiscID: give --tenant-jisc-id or --env")
     return tenant

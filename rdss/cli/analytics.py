@@ -6,18 +6,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError, add_command, describe_os_error, file_name
+from rdss.cli.common import CommandError, describe_os_error, file_name
+from rdss.cli.options import add_command, add_group
 
 
 def register(commands: Any) -> None:
-    analytics = commands.add_parser(
-        "analytics",
-        help="the analytics report's output, with pictures",
-        description="The analytics report job's output (its summary and tables) for analysts: "
-        "`rdss analytics report DIR --html OUT` renders it as one self-contained HTML file with charts.",
+    """The analytics report job's output (its summary and tables) for analysts: `rdss analytics report DIR
+    --html OUT` renders it as one self-contained HTML file with charts."""
+    verbs = add_group(
+        commands, "analytics", register, help="the analytics report's output, with pictures", metavar="VERB"
     )
-    verbs = analytics.add_subparsers(dest="verb", metavar="VERB", required=True)
-    verbs.type = file_name
     report = add_command(verbs, "report", run_report, help="render a report job's output as a self-contained HTML file")
     report.add_argument(
         "directory", type=file_name, metavar="DIR", help="the report job's output: summary.json and csv/<table>/"

@@ -8,25 +8,25 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from threading import Event
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
     CommandError,
-    add_service_options,
-    announce,
     configure_service_logging,
-    deployment_command,
     deployment_url,
     file_name,
-    group_name,
     number,
-    report,
+    run_service,
     seconds,
-    stop_on_signals,
     unreachable_is_usage,
 )
+from rdss.cli.options import add_consumer_group_option, add_number_option, add_service_options, deployment_command
+
+if TYPE_CHECKING:
+    from rdss.gateway.wiretap import ArchiverStats
 
 
 def register(commands: Any) -> None:
@@ -37,14 +37,12 @@ def register(commands: Any) -> None:
         help="archive every message of a messaging system (Kinesis, RabbitMQ, memory) to a directory or S3",
     )
     archive.add_argument("--to", dest="target", required=True, metavar="DIR|s3://BUCKET[/PREFIX]", type=file_name)
-    archive.add_argument(
-        "--group", type=group_name, default="audit", help="the consumer group of the Wire Tap (default: audit)"
+    add_consumer_group_option(archive, "audit", "the consumer group of the Wire Tap")
+    add_number_option(
+        archive, "--buffer-seconds", seconds(0, 3600), default=60.0, metavar="S", help="write at least every S s"
     )
-    archive.add_argument(
-        "--buffer-seconds", type=seconds(0, 3600), default=60.0, metavar="S", help="write at least every S s (60)"
-    )
-    archive.add_argument(
-        "--buffer-mb", type=number(0, 1024, what="MiB"), default=5.0, metavar="N", help="or when N MiB are buffered (5)"
+    add_number_option(
+        archive, "--buffer-mb", number(0, 1024, what="MiB"), default=5.0, help="or when N MiB are buffered"
     )
     add_service_options(archive, idle="without a message")
 
@@ -76,7 +74,6 @@ def run_archive(args: argparse.Namespace) -> int:
     url = deployment_url(args.url)
     with unreachable_is_usage():
         gateway = Gateway(url, application=args.group)
-    stop = stop_on_signals()
     with gateway:
         with unreachable_is_usage():
             archiver = Archiver(
@@ -86,13 +83,19 @@ def run_archive(args: argparse.Namespace) -> int:
                 buffer_bytes=int(args.buffer_mb * 1024 * 1024),
                 buffer_seconds=args.buffer_seconds,
             )
-        announce(f"archiving every message of {url} to {sink}")
-        try:
-            stats = archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
-        except (ClientError, BotoCoreError, OSError) as error:
-            raise CommandError(f"cannot write to {sink}: {error}") from error
-    report(args, stats.as_dict(), f"archived {stats.records} record(s) in {stats.objects} object(s)")
-    return 0
+
+        def archive(stop: Event) -> ArchiverStats:
+            try:
+                return archiver.run(stop=stop, idle_timeout=args.idle, max_records=args.count)
+            except (ClientError, BotoCoreError, OSError) as error:
+                raise CommandError(f"cannot write to {sink}: {error}") from error
+
+        return run_service(
+            args,
+            f"archiving every message of {url} to {sink}",
+            archive,
+            lambda stats: f"archived {stats.records} record(s) in {stats.objects} object(s)",
+        )
 
 
 def _reachable(sink: Any) -> None:

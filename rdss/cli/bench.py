@@ -4,39 +4,40 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.bench_model import run_translate, run_validate
+from rdss.cli.bench_model import add_reference_options, run_translate, run_validate
 from rdss.cli.benchkit import at_least_one, bench_module, printed_as_json
-from rdss.cli.common import CommandError, number, print_json, whole_number
+from rdss.cli.common import CommandError, print_json, whole_number
+from rdss.cli.options import MAX_RATE, Run, add_command, add_group, add_json_option, add_number_option, add_rate_option
 from rdss.host.display import printable
-
-#: The highest rate bench cost prices: a million messages a second (86 billion a day) is far past
-#: any RDSS deployment, and keeps every item of the bill a finite number.
-MAX_RATE = 1_000_000
 
 #: ``bench cost --peer`` choices (rdss.cost.peers.PEERS, named here so the parser need not import it).
 PEER_NAMES = ("sqs-powertools", "eventbridge", "msk-serverless")
 
 
 def register(commands: Any) -> None:
-    bench = commands.add_parser("bench", help="benchmark a hot path", description="Benchmark a hot path.")
-    kinds = bench.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+    """Benchmark a hot path."""
+    kinds = add_group(commands, "bench", register, help="benchmark a hot path", metavar="BENCHMARK")
 
-    def benchmark(name: str, summary: str, run: Any, size: tuple[str, int, str]) -> Any:
-        """A benchmark's parser: its size option (flag, default, what is counted), --json, run
-        (whose docstring is its description)."""
+    def benchmark(
+        name: str, summary: str, run: Run, size: tuple[str, int, str], *, seed: int | None = None, rounds: int = 0
+    ) -> argparse.ArgumentParser:
+        """A benchmark's parser (``run``'s docstring is its description): its size option (flag,
+        default, what is counted), --json, and the ``seed`` and timed ``rounds`` it takes by default."""
         flag, default, what = size
-        parser = kinds.add_parser(name, help=summary, description=inspect.getdoc(run))
-        parser.add_argument(
-            flag, type=whole_number(1, 100_000_000), default=default, metavar="N", help=f"{what} (default {default:,})"
-        )
-        parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-        parser.set_defaults(run=run)
+        parser = add_command(kinds, name, run, help=summary)
+        add_number_option(parser, flag, whole_number(1, 100_000_000), default=default, help=what)
+        add_json_option(parser, "print the figures as JSON")
+        if seed is not None:
+            parser.add_argument("--seed", type=whole_number(0), default=seed)
+        if rounds:
+            parser.add_argument(
+                "--rounds", type=whole_number(1, 1000), default=rounds, help="timed passes; the median is reported"
+            )
         return parser
 
     check = benchmark(
@@ -44,58 +45,43 @@ def register(commands: Any) -> None:
         "the classifier vs the reference validator and orjson",
         run_validate,
         ("--messages", 2000, "messages"),
+        seed=7,
+        rounds=5,
     )
-    check.add_argument("--seed", type=whole_number(0), default=7)
-    check.add_argument("--rounds", type=whole_number(1, 1000), default=5, help="timed passes; the median is reported")
-    check.add_argument(
-        "--reference-schemas",
-        type=Path,
-        metavar="DIR",
-        help="the published rdss-spec-3.0.2 directory (default: $RDSS_REFERENCE_SCHEMAS, else one of that name found "
-        "beside the checkout, up to two levels below a directory it lies in)",
-    )
-    check.add_argument(
-        "--reference-schemas-4",
-        type=Path,
-        metavar="DIR",
-        help="the published rdss-spec-4.0.0 directory (default: $RDSS_REFERENCE_SCHEMAS_4, else one of that name found "
-        "as rdss-spec-3.0.2 is)",
-    )
-    check.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validators")
-
-    translating = benchmark(
+    add_reference_options(check)
+    benchmark(
         "translate",
         "the Message Translators, 3.0.2 <-> 4.0.0, beside the classifier",
         run_translate,
         ("--messages", 2000, "messages"),
+        seed=7,
+        rounds=5,
     )
-    translating.add_argument("--seed", type=whole_number(0), default=7)
-    translating.add_argument("--rounds", type=whole_number(1, 1000), default=5, help="timed passes; the median")
 
     glue = benchmark(
         "glue",
         "the audit compaction job on local Spark vs one Python process",
         run_glue,
         ("--records", 1_000_000, "raw records"),
+        seed=11,
     )
-    glue.add_argument("--seed", type=whole_number(0), default=11)
     glue.add_argument("--workdir", type=Path, metavar="DIR", help="where archives and outputs go (default: a temp dir)")
     glue.add_argument("--keep", action="store_true", help="keep the generated archives and outputs")
-    glue.add_argument(
+    add_number_option(
+        glue,
         "--broken-every",
-        type=whole_number(0),
+        whole_number(0),
         default=100,
-        metavar="N",
         help="one broken copy of a message (the broker refuses it) per N records, and the errors archive "
-        "the job reads beside the audit archive; 0: neither (default 100)",
+        "the job reads beside the audit archive; 0: neither",
     )
-    glue.add_argument(
+    add_number_option(
+        glue,
         "--repeat-every",
-        type=int,
+        int,
         default=1000,
-        metavar="N",
         help="one archive entry per N archived a second time, as a restarted archiver does (the job counts "
-        "each record once); 0: none (default 1000)",
+        "each record once); 0: none",
     )
 
     stored = benchmark(
@@ -104,14 +90,12 @@ def register(commands: Any) -> None:
         run_archive,
         ("--messages", 10_000, "realistic messages"),
     )
-    stored.add_argument("--seed", type=int, default=7)
+    stored.add_argument("--seed", type=int, default=7)  # any integer, as it always took (not only from 0)
 
     broker = benchmark(
         "broker", "the broker handler on realistic Kinesis events", run_broker, ("--records", 2000, "messages")
     )
-    broker.add_argument(
-        "--batch", type=whole_number(1, 10_000), default=1000, metavar="B", help="records per event (default 1000)"
-    )
+    add_number_option(broker, "--batch", whole_number(1, 10_000), default=1000, metavar="B", help="records per event")
     broker.add_argument("--stub-aws", action="store_true", help="answer AWS calls in memory: the CPU-only rate")
 
     send = benchmark(
@@ -120,9 +104,7 @@ def register(commands: Any) -> None:
         run_send,
         ("--messages", 10_000, "messages"),
     )
-    send.add_argument(
-        "--shards", type=whole_number(1, 64), default=2, metavar="S", help="shards of the input stream (default 2)"
-    )
+    add_number_option(send, "--shards", whole_number(1, 64), default=2, metavar="S", help="shards of the input stream")
     send.add_argument("--realistic", action="store_true", help="the realistic mix (3.6 kB) instead of small messages")
     send.add_argument(
         "--journal",
@@ -136,12 +118,12 @@ def register(commands: Any) -> None:
         run_state,
         ("--puts", 1000, "PutRecord calls per phase"),
     )
-    state.add_argument(
+    add_number_option(
+        state,
         "--compact-every",
-        type=whole_number(1, 10_000_000),
+        whole_number(1, 10_000_000),
         default=250,
-        metavar="N",
-        help="journalled requests between snapshots, as rdss local up's option (default 250)",
+        help="journalled requests between snapshots, as rdss local up's option",
     )
 
     amqp_url = "an amqp:// broker (default: $RDSS_AMQP_URL, else a private node)"
@@ -158,28 +140,17 @@ def register(commands: Any) -> None:
     )
     bridge.add_argument("--url", help=amqp_url)
 
-    idle = kinds.add_parser(
-        "idle",
-        help="rdss local up's CPU while idle, in per cent of one core",
-        description="Start rdss local up (a temporary state directory), let it settle, and measure its CPU time "
-        "(all threads) over a window: per cent of one core, target below 2 %.",
-    )
-    idle.add_argument("--seconds", type=_window, default=30.0, metavar="S", help="the measured window (default 30)")
-    idle.add_argument("--json", action="store_true", help="print the figures as JSON")
-    idle.set_defaults(run=run_idle)
+    idle = add_command(kinds, "idle", run_idle, help="rdss local up's CPU while idle, in per cent of one core")
+    add_number_option(idle, "--seconds", _window, default=30.0, metavar="S", help="the measured window")
+    add_json_option(idle, "print the figures as JSON")
 
-    cost = kinds.add_parser(
-        "cost",
-        help="what a deployment costs a month at a steady rate, item by item (or a peer's)",
-        description="The monthly bill of an environment (its cdk.json settings) at a steady rate of realistic "
-        "messages, item by item, at the list prices of the deployment's region (rdss.cost.prices), or a peer's by "
-        "the same rules.",
+    cost = add_command(
+        kinds, "cost", run_cost, help="what a deployment costs a month at a steady rate, item by item (or a peer's)"
     )
     cost.add_argument("--env", help="the environment in cdk.json (dev, staging, prod)")
-    cost.add_argument(
-        "--rate",
-        type=number(0, MAX_RATE, what="a number of messages per second"),
-        metavar="N",
+    add_rate_option(
+        cost,
+        what="a number of messages per second",
         help=f"messages per second into input (above 0, at most {MAX_RATE:,})",
     )
     cost.add_argument("--peer", choices=PEER_NAMES, help="price this peer instead of the project")
@@ -208,24 +179,21 @@ def register(commands: Any) -> None:
     )
     cost.add_argument("--figures", action="store_true", help="print the per-message figures instead of a bill")
     cost.add_argument("--prices", action="store_true", help="print the price table instead of a bill")
-    cost.add_argument("--json", action="store_true", help="print the bill as JSON")
-    cost.set_defaults(run=run_cost)
+    add_json_option(cost, "print the bill as JSON")
 
-    coldstart = kinds.add_parser(
+    coldstart = add_command(
+        kinds,
         "coldstart",
+        run_coldstart,
         help="each Lambda asset's zipped size and cold import time (Python 3.12; from a checkout)",
-        description=inspect.getdoc(run_coldstart),
     )
-    coldstart.add_argument(
-        "--rounds", type=whole_number(1, 1000), default=7, metavar="N", help="fresh processes per figure (default 7)"
-    )
+    add_number_option(coldstart, "--rounds", whole_number(1, 1000), default=7, help="fresh processes per figure")
     coldstart.add_argument(
         "--logs",
         metavar="ENV",
         help="also report deployment ENV's Init Durations, from its functions' REPORT log lines",
     )
-    coldstart.add_argument("--json", action="store_true", help="print the figures as JSON")
-    coldstart.set_defaults(run=run_coldstart)
+    add_json_option(coldstart, "print the figures as JSON")
 
 
 def run_archive(args: argparse.Namespace) -> int:
@@ -323,6 +291,8 @@ def _state_text(figures: Any) -> Iterator[str]:
 
 
 def run_idle(args: argparse.Namespace) -> int:
+    """Start rdss local up (a temporary state directory), let it settle, and measure its CPU time
+    (all threads) over a window: per cent of one core, target below 2 %."""
     try:
         figures = bench_module("idle").run(args.seconds)
     except RuntimeError as error:
@@ -408,8 +378,6 @@ def run_glue(args: argparse.Namespace) -> int:
 
     if args.records < 4:
         raise CommandError("--records must be at least 4")
-    if args.broken_every < 0:
-        raise CommandError("--broken-every must be 0 or more")
     if args.repeat_every < 0:
         raise CommandError("--repeat-every must be 0 or more")
     try:
@@ -456,6 +424,9 @@ def run_glue(args: argparse.Namespace) -> int:
 
 
 def run_cost(args: argparse.Namespace) -> int:
+    """The monthly bill of an environment (its cdk.json settings) at a steady rate of realistic
+    messages, item by item, at the list prices of the deployment's region (rdss.cost.prices), or a
+    peer's by the same rules."""
     from rdss.cost import estimate as cost
     from rdss.cost import peers as cost_peers
     from rdss.cost import prices

@@ -6,8 +6,54 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from rdss.cli.benchkit import at_least_one, bench_module, printed_as_json
+
+
+class _Schemas(NamedTuple):
+    """The published schemas of a version, which its reference validator reads: not part of this
+    package, so named by an option, else a variable, else found beside a checkout."""
+
+    version: str
+    option: str
+    variable: str
+    #: where one is found otherwise, in the help's words
+    found: str
+    #: the rdss.bench.reference function that finds one there
+    locate: str
+
+    @property
+    def dest(self) -> str:
+        return self.option.removeprefix("--").replace("-", "_")
+
+
+#: The reference validators' schemas, 3.0.2's then 4.0.0's (validate.run's reference and reference_4).
+REFERENCES = (
+    _Schemas(
+        "3.0.2",
+        "--reference-schemas",
+        "RDSS_REFERENCE_SCHEMAS",
+        "beside the checkout, up to two levels below a directory it lies in",
+        "default_location",
+    ),
+    _Schemas(
+        "4.0.0", "--reference-schemas-4", "RDSS_REFERENCE_SCHEMAS_4", "as rdss-spec-3.0.2 is", "default_location_4"
+    ),
+)
+
+
+def add_reference_options(parser: argparse.ArgumentParser) -> None:
+    """``rdss bench validate``'s options naming each version's published schemas, and ``--no-reference``."""
+    for schemas in REFERENCES:
+        parser.add_argument(
+            schemas.option,
+            type=Path,
+            metavar="DIR",
+            help=f"the published rdss-spec-{schemas.version} directory (default: ${schemas.variable}, else one of "
+            f"that name found {schemas.found})",
+        )
+    parser.add_argument("--no-reference", action="store_true", help="skip the (slow) reference validators")
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -24,28 +70,13 @@ def run_validate(args: argparse.Namespace) -> int:
     at_least_one(args, "messages")
     locations: list[Path | None] = [None, None]
     if not args.no_reference:
-        found = (
-            (
-                "3.0.2",
-                "--reference-schemas",
-                "RDSS_REFERENCE_SCHEMAS",
-                args.reference_schemas,
-                reference.default_location,
-            ),
-            (
-                "4.0.0",
-                "--reference-schemas-4",
-                "RDSS_REFERENCE_SCHEMAS_4",
-                args.reference_schemas_4,
-                reference.default_location_4,
-            ),
-        )
-        for index, (version, option, variable, given, default) in enumerate(found):
-            locations[index] = given or default()
+        for index, schemas in enumerate(REFERENCES):
+            locations[index] = getattr(args, schemas.dest) or getattr(reference, schemas.locate)()
             if locations[index] is None:
                 print(
-                    f"rdss bench validate: the published {version} schemas are not here ({option} DIR or "
-                    f"${variable}): measuring {version} without its reference validator, as --no-reference",
+                    f"rdss bench validate: the published {schemas.version} schemas are not here ({schemas.option} DIR "
+                    f"or ${schemas.variable}): measuring {schemas.version} without its reference validator, as "
+                    "--no-reference",
                     file=sys.stderr,
                 )
     comparison = validate.run(

@@ -8,24 +8,25 @@ messaging system unreachable at start. Once running, a side that drops is retrie
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from threading import Event
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.cli.common import (
     CommandError,
-    add_service_options,
-    announce,
     configure_service_logging,
-    deployment_command,
     deployment_url,
     group_name,
-    report,
+    run_service,
     seconds,
-    stop_on_signals,
     unreachable_is_usage,
     whole_number,
 )
+from rdss.cli.options import add_consumer_group_option, add_number_option, add_service_options, deployment_command
+
+if TYPE_CHECKING:
+    from rdss.gateway.bridge import BridgeStats
 
 
 def register(commands: Any) -> None:
@@ -42,9 +43,7 @@ def register(commands: Any) -> None:
         metavar="CHANNEL",
         help="a channel to move (repeatable; default: metadata, vocabulary, responses)",
     )
-    bridge.add_argument(
-        "--group", type=group_name, default="bridge", help="consumer group on the source (default: bridge)"
-    )
+    add_consumer_group_option(bridge, "bridge", "consumer group on the source")
     bridge.add_argument(
         "--declare",
         action="append",
@@ -53,15 +52,14 @@ def register(commands: Any) -> None:
         metavar="GROUP",
         help="create this consumer group's queues on a RabbitMQ target first (repeatable)",
     )
-    bridge.add_argument(
-        "--batch", type=whole_number(1, 10_000), default=500, metavar="N", help="records per read (default 500)"
-    )
-    bridge.add_argument(
+    add_number_option(bridge, "--batch", whole_number(1, 10_000), default=500, help="records per read")
+    add_number_option(
+        bridge,
         "--lease-duration",
-        type=seconds(0, 3600),
+        seconds(0, 3600),
         default=10.0,
         metavar="S",
-        help="Kinesis source: seconds before a restarted bridge takes over a dead one's shards (default 10)",
+        help="Kinesis source: seconds before a restarted bridge takes over a dead one's shards",
     )
     add_service_options(bridge, idle="with nothing to move")
 
@@ -93,15 +91,18 @@ def run_bridge(args: argparse.Namespace) -> int:
             )
     except (ClientError, BotoCoreError) as error:
         raise CommandError(f"cannot reach the source or target: {error}") from error
-    stop = stop_on_signals()
-    announce(f"bridging {', '.join(channels)}: {source} -> {target}")
-    try:
-        stats = bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
-    except UnusableName as error:
-        raise CommandError(str(error)) from error
-    summary = (
+
+    def move(stop: Event) -> BridgeStats:
+        try:
+            return bridge.run(stop=stop, idle_timeout=args.idle, max_messages=args.count)
+        except UnusableName as error:
+            raise CommandError(str(error)) from error
+
+    return run_service(args, f"bridging {', '.join(channels)}: {source} -> {target}", move, _summary)
+
+
+def _summary(stats: BridgeStats) -> str:
+    return (
         f"read {stats.read}, forwarded {stats.forwarded}, duplicates dropped {stats.duplicates}, "
         f"moved to invalid/error {stats.rejected}, failures retried {stats.failures}"
     )
-    report(args, stats.as_dict(), summary)
-    return 0

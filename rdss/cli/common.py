@@ -1,9 +1,10 @@
-"""Helpers shared by the sub-commands: errors with exit codes, common options, output."""
+"""Helpers shared by the sub-commands: errors with exit codes, the deployment a command talks to,
+output, and the argparse types that check every value given (the options themselves, each defined
+once: :mod:`rdss.cli.options`)."""
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import logging
 import math
@@ -15,12 +16,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
 from rdss.host.display import printable, printable_json, safe
-from rdss.observability.outside import FORMATS, LogSettings, configure, parse_level
+from rdss.observability.outside import LogSettings, configure, parse_level
 
 if TYPE_CHECKING:
     from rdss.deployment.topology import Deployment
@@ -127,39 +128,6 @@ def aws_deployment(url: str | None, command: str) -> AwsDeployment:
     return AwsDeployment(parsed, Deployment(parsed.name, prefix=parsed.param("prefix") or "rdss"), options)
 
 
-def add_deployment_option(parser: argparse.ArgumentParser) -> None:
-    """``--url``, and ``--local`` among several local runtimes: the deployment, as every command
-    that talks to one takes it."""
-    parser.add_argument(
-        "--url",
-        help="the deployment's gateway URL, e.g. kinesis://prod?region=eu-west-2 (default: $RDSS_GATEWAY_URL, "
-        "else the running local runtime's)",
-    )
-    parser.add_argument(
-        "--local",
-        dest="local_runtime",
-        metavar="ENV|DIR",
-        help="when several rdss local up run, the one serving deployment ENV or keeping its state in DIR (default: "
-        "$RDSS_LOCAL, else the one started last)",
-    )
-
-
-def add_command(
-    commands: Any,
-    name: str,
-    run: Callable[[argparse.Namespace], int],
-    *,
-    help: str,  # noqa: A002 - argparse's own keyword, so a command reads like add_parser
-) -> argparse.ArgumentParser:
-    """A sub-command: ``help`` is its line in the parent's help; ``run``'s docstring, as the
-    one place that says what the command does, heads its own help (argparse folds its white
-    space); ``rdss.cli.main`` calls ``run`` with the parsed arguments and exits with what it returns."""
-    description = inspect.getdoc(run)
-    parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
-    parser.set_defaults(run=run)
-    return parser
-
-
 def print_json(value: Any, *, indent: bool = False) -> None:
     """``value`` as JSON on standard output: one line, or indented for a person to read.
 
@@ -184,6 +152,20 @@ def report(args: argparse.Namespace, figures: Mapping[str, Any], text: str) -> N
 
 
 @contextmanager
+def aws_failures_are_usage() -> Iterator[None]:
+    """Calls to AWS a command cannot do without: a refusal or a service out of reach is one line
+    in readable words (:func:`rdss.aws.failures.describe`), exit 2, not botocore's traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from rdss.aws.failures import describe
+
+    try:
+        yield
+    except (ClientError, BotoCoreError) as error:
+        raise CommandError(describe(error), USAGE) from error
+
+
+@contextmanager
 def unreachable_is_usage() -> Iterator[None]:
     """A service command's start: a URL naming no messaging system, or one that cannot be reached
     or refuses the set-up, is the caller's to fix (exit 2 with the gateway's words), not a crash."""
@@ -204,58 +186,33 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def add_service_options(parser: argparse.ArgumentParser, *, idle: str) -> None:
-    """``--idle``, ``--count`` and ``--json`` of a service command that runs until stopped, then
-    prints its figures; ``idle`` says what it waits for (``without a message``)."""
-    parser.add_argument("--idle", type=_positive_float, metavar="S", help=f"stop after S seconds {idle}")
-    parser.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
-    parser.add_argument("--json", action="store_true", help="print the final figures as JSON")
-    add_logging_options(parser)
-
-
-def deployment_command(
-    commands: Any,
-    name: str,
-    run: Callable[[argparse.Namespace], int],
-    *,
-    help: str,  # noqa: A002 - argparse's own keyword, as add_command's
-) -> argparse.ArgumentParser:
-    """A command that talks to a deployment (:func:`add_command`): the deployment's options
-    (:func:`add_deployment_option`) first."""
-    parser = add_command(commands, name, run, help=help)
-    add_deployment_option(parser)
-    return parser
-
-
 def announce(text: str) -> None:
     """What a service command sets out to do, on standard error (its figures go to standard
     output), escaped and at once."""
     print(safe(text), file=sys.stderr, flush=True)
 
 
-def add_sender_options(parser: argparse.ArgumentParser, application: str) -> None:
-    """``--to CHANNEL`` and the gateway's options: a command that publishes through a gateway."""
-    parser.add_argument("--to", dest="channel", default="input", metavar="CHANNEL", help="default: input")
-    add_gateway_options(parser, application)
+class Figures(Protocol):
+    """What a service reports when it stops: its counts, as JSON."""
+
+    def as_dict(self) -> dict[str, Any]: ...
 
 
-def add_gateway_options(parser: argparse.ArgumentParser, application: str) -> None:
-    """``--url`` and ``--application``, for ``Gateway(deployment_url(args.url), application=args.application)``
-    (:func:`deployment_url`: ``--url``, else ``$RDSS_GATEWAY_URL``, else exit 2).
-    """
-    add_deployment_option(parser)
-    parser.add_argument("--application", default=application, help=f"application name (default: {application})")
-    add_logging_options(parser)
+F = TypeVar("F", bound=Figures)
 
 
-def add_logging_options(parser: argparse.ArgumentParser) -> None:
-    """``--log-format``, ``--log-level`` and ``-v``: how a service command logs (:mod:`rdss.observability.outside`)."""
-    group = parser.add_argument_group("logging (default: RDSS_LOG_FORMAT, RDSS_LOG_LEVEL, else syslog at INFO)")
-    group.add_argument("--log-format", choices=FORMATS, help="syslog (RFC 5424 to the local syslog), json or text")
-    group.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING, ERROR")
-    group.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more: -v every message (INFO), -vv DEBUG"
-    )
+def run_service(
+    args: argparse.Namespace, announcement: str, work: Callable[[threading.Event], F], summary: Callable[[F], str]
+) -> int:
+    """A service command's run, once what it serves is open: say what it sets out to do (on
+    standard error), do ``work`` until SIGINT or SIGTERM sets the event it is given (or its
+    ``--idle`` or ``--count`` ends it), then print its figures (``--json``, else ``summary``'s
+    line). Exit code 0: a service stopped is a service done."""
+    stop = stop_on_signals()
+    announce(announcement)
+    figures = work(stop)
+    report(args, figures.as_dict(), summary(figures))
+    return 0
 
 
 def configure_service_logging(args: argparse.Namespace, application: str) -> None:
@@ -373,7 +330,3 @@ def seconds(low: float = 0.0, high: float = MAX_SECONDS) -> Callable[[str], floa
     """An argparse ``type``: a finite number of seconds above ``low`` (0: any positive wait)
     and at most ``high`` (a year)."""
     return number(low, high, what="a number of seconds", low_open=low == 0)
-
-
-_positive_int = whole_number(1)
-_positive_float = seconds()

@@ -9,7 +9,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.aws.failures import describe
-from rdss.cli.common import CommandError, aws_deployment, deployment_command, file_name, whole_number
+from rdss.cli.common import CommandError, aws_deployment, file_name, whole_number
+from rdss.cli.options import add_number_option, add_record_limit_option, deployment_command
 
 
 def register(commands: Any) -> None:
@@ -19,12 +20,8 @@ def register(commands: Any) -> None:
         run,
         help="a web page on this machine: the status, charts, message search, redrive, replays",
     )
-    parser.add_argument(
-        "--port",
-        type=whole_number(0, 65535),
-        default=0,
-        metavar="N",
-        help="listen on 127.0.0.1:N (default: a free port)",
+    add_number_option(
+        parser, "--port", whole_number(0, 65535), default=0, help="listen on 127.0.0.1:N", stated="a free port"
     )
     parser.add_argument(
         "--allow-actions",
@@ -34,13 +31,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--report", type=file_name, metavar="DIR", help="an analytics report's output directory, shown as charts"
     )
-    parser.add_argument(
-        "--limit",
-        type=whole_number(1, 10_000_000),
-        default=100_000,
-        metavar="N",
-        help="read at most N records a channel for the counts and charts (as rdss status)",
-    )
+    add_record_limit_option(parser, "for the counts and charts (as rdss status)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,17 +24,21 @@ from rdss.cli.common import (
     INVALID,
     USAGE,
     CommandError,
-    _positive_float,
-    _positive_int,
-    add_command,
-    add_gateway_options,
-    add_sender_options,
     configure_service_logging,
     deployment_url,
     describe_os_error,
     file_name,
     print_json,
     seconds,
+)
+from rdss.cli.options import (
+    add_command,
+    add_gateway_options,
+    add_number_option,
+    add_poll_interval_option,
+    add_sender_options,
+    add_stop_options,
+    add_tenant_options,
 )
 from rdss.gateway import (
     ChannelMismatch,
@@ -83,23 +87,18 @@ def register(commands: Any) -> None:
     tail = add_command(commands, "tail", run_tail, help="print the messages arriving on a channel")
     tail.add_argument("channel", metavar="CHANNEL")
     tail.add_argument("--from-start", action="store_true", help="begin with the oldest record kept")
-    tail.add_argument("--count", type=_positive_int, metavar="N", help="stop after N records")
-    tail.add_argument("--idle", type=_positive_float, metavar="S", help="stop after S seconds without a record")
-    tail.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
+    add_stop_options(tail, idle="without a record")
+    add_poll_interval_option(tail)
     add_gateway_options(tail, _APPLICATION)
     _add_version_options(tail)
 
     ask = add_command(commands, "request", run_request, help="send a request and print its reply")
     ask.add_argument("file", metavar="FILE", type=file_name)
-    ask.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=REQUEST_TIMEOUT,
-        metavar="S",
-        help=f"seconds to wait for the reply (default {REQUEST_TIMEOUT:g})",
+    add_number_option(
+        ask, "--timeout", seconds(), default=REQUEST_TIMEOUT, metavar="S", help="seconds to wait for the reply"
     )
     ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
-    ask.add_argument("--interval", type=seconds(0, 3600), default=1.0, metavar="S", help="seconds between polls")
+    add_poll_interval_option(ask)
     add_gateway_options(ask, _APPLICATION)
     _add_version_options(ask)
 
@@ -112,9 +111,7 @@ def _add_version_options(parser: argparse.ArgumentParser) -> None:
         help=f"print messages in this version of the Message API, translated where written in another "
         f"({', '.join(VERSIONS)}; default: as written)",
     )
-    parser.add_argument(
-        "--tenant-jisc-id", type=int, metavar="ID", help="tenantJiscID of messages translated up to 4.0.0"
-    )
+    add_tenant_options(parser, of="of messages translated up to 4.0.0")
 
 
 def run_send(args: argparse.Namespace) -> int:

@@ -12,33 +12,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError, add_logging_options, configure_service_logging
+from rdss.cli.common import CommandError, configure_service_logging
+from rdss.cli.options import (
+    add_command,
+    add_group,
+    add_logging_options,
+    add_number_option,
+    add_state_option,
+    below_state_directory,
+)
 from rdss.host import pointers as localstate
 from rdss.local import KEPT_DEMO_ENVIRONMENT
 
 
 def register(commands: Any) -> None:
-    local = commands.add_parser(
-        "local",
-        help="run the whole system on this machine (no AWS account, no Docker)",
-        description="The whole system on this machine: moto's server as AWS (real HTTP, real boto3 calls), the "
-        "streams, tables and buckets of the topology the CDK app deploys, the broker and sequencer behind the "
-        "project's event source mapping, Firehose and the sweep. Needs the local extra.",
+    """The whole system on this machine: moto's server as AWS (real HTTP, real boto3 calls), the streams, tables
+    and buckets of the topology the CDK app deploys, the broker and sequencer behind the project's event source
+    mapping, Firehose and the sweep. Needs the local extra."""
+    actions = add_group(
+        commands, "local", register, help="run the whole system on this machine (no AWS account, no Docker)"
     )
-    actions = local.add_subparsers(dest="local", metavar="ACTION", required=True)
 
-    up = actions.add_parser(
-        "up",
-        help="start the embedded runtime and serve until interrupted",
-        description="Start the embedded runtime (moto's server, the processors, Firehose, the sweep) and serve until "
-        "interrupted. State is kept on disk: after a crash or a stop, the next start on the same --state has every "
-        "message it acknowledged, and takes connections only once it has. While it serves, the commands that talk "
-        "to a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor) and "
-        "Gateway() use it when no --url or RDSS_GATEWAY_URL names another: its state file "
-        "($XDG_STATE_HOME/rdss/running/PID.json) says where it is and how to sign in, so no AWS_* export is needed; "
-        "with several running, --local ENV|DIR picks one. Damaged state is refused, naming what is lost (--salvage "
-        "starts from what is intact).",
-    )
+    up = add_command(actions, "up", run_up, help="start the embedded runtime and serve until interrupted")
     up.add_argument(
         "--port",
         type=_port,
@@ -49,12 +44,11 @@ def register(commands: Any) -> None:
     up.add_argument(
         "--shards", type=_shards, default=2, help=f"shards per stream, 1-{MAX_SHARDS} (default 2; kept from the state)"
     )
-    up.add_argument(
-        "--state",
-        type=Path,
+    add_state_option(
+        up,
         metavar="DIR",
-        help="where the emulator's journal, snapshot and the pollers' positions are kept "
-        "(default: $XDG_STATE_HOME/rdss/local/ENV, else ~/.local/state/rdss/local/ENV)",
+        help="where the emulator's journal, snapshot and the pollers' positions are kept",
+        default=below_state_directory("local/ENV"),
     )
     up.add_argument("--fresh", action="store_true", help="forget what the state directory holds and start empty")
     up.add_argument(
@@ -63,12 +57,8 @@ def register(commands: Any) -> None:
         help="when the state is damaged, start from what is intact (the damaged files are kept, and what is lost is "
         "listed beside them) instead of refusing to start",
     )
-    up.add_argument(
-        "--compact-every",
-        type=_compaction,
-        default=5000,
-        metavar="N",
-        help="journalled requests between snapshots of the state (default 5000)",
+    add_number_option(
+        up, "--compact-every", _compaction, default=5000, help="journalled requests between snapshots of the state"
     )
     add_logging_options(up)
     up.add_argument(
@@ -79,17 +69,9 @@ def register(commands: Any) -> None:
         help="let a vendor in (a role, as cdk.json's vendors make; rdss vendor config NAME prints its gateway "
         "configuration); :reads=4.0.0 for the Message API version its application reads; repeatable",
     )
-    up.set_defaults(run=run_up)
 
-    demo = actions.add_parser(
-        "demo",
-        help="publish a workload, let the system run, report where everything went",
-        description="Start a fresh local runtime, publish a workload (every message type and class, replies, one "
-        "invalid message per error code, an oversize and an expired message, duplicates, a multi-message sequence; "
-        "or each file of --messages DIR as one record), wait until nothing moves, account for every input from the "
-        "channels, the Local Data Repository and the archives, run the Glue jobs on local Spark (the glue extra and "
-        "a JDK; else they are skipped, saying why) and print the summary. Everything it made goes when it ends, "
-        "unless --keep. Exit 1 if an input is unaccounted for.",
+    demo = add_command(
+        actions, "demo", run_demo, help="publish a workload, let the system run, report where everything went"
     )
     demo.add_argument("--messages", type=Path, metavar="DIR", help="publish each file's bytes as one record instead")
     demo.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report there")
@@ -101,14 +83,13 @@ def register(commands: Any) -> None:
         f"and rdss local up --env {KEPT_DEMO_ENVIRONMENT} serves it again for rdss trace and every other command (on "
         "AWS_ENDPOINT_URL it is left there)",
     )
-    demo.add_argument(
-        "--state",
-        type=Path,
+    add_state_option(
+        demo,
         metavar="DIR",
-        help=f"with --keep: where (default: where rdss local up --env {KEPT_DEMO_ENVIRONMENT} looks, "
-        f"$XDG_STATE_HOME/rdss/local/{KEPT_DEMO_ENVIRONMENT}, else ~/.local/state/rdss/local/{KEPT_DEMO_ENVIRONMENT})",
+        help="with --keep: where",
+        default=f"where rdss local up --env {KEPT_DEMO_ENVIRONMENT} looks, "
+        + below_state_directory(f"local/{KEPT_DEMO_ENVIRONMENT}"),
     )
-    demo.set_defaults(run=run_demo)
 
 
 def _quiet_processors(level: str = "WARNING") -> None:
@@ -123,6 +104,12 @@ def _quiet_processors(level: str = "WARNING") -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """Start a fresh local runtime, publish a workload (every message type and class, replies, one invalid
+    message per error code, an oversize and an expired message, duplicates, a multi-message sequence; or each
+    file of --messages DIR as one record), wait until nothing moves, account for every input from the channels,
+    the Local Data Repository and the archives, run the Glue jobs on local Spark (the glue extra and a JDK; else
+    they are skipped, saying why) and print the summary. Everything it made goes when it ends, unless --keep.
+    Exit 1 if an input is unaccounted for."""
     _quiet_processors("ERROR")  # the report says where every message went, the moves included
     from rdss.local import demo
     from rdss.local.state import StateError, default_directory
@@ -145,6 +132,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    """Start the embedded runtime (moto's server, the processors, Firehose, the sweep) and serve until
+    interrupted. State is kept on disk: after a crash or a stop, the next start on the same --state has every
+    message it acknowledged, and takes connections only once it has. While it serves, the commands that talk to
+    a deployment (send, tail, request, trace, redrive, vendor config, bridge, archive, adaptor) and Gateway()
+    use it when no --url or RDSS_GATEWAY_URL names another: its state file
+    ($XDG_STATE_HOME/rdss/running/PID.json) says where it is and how to sign in, so no AWS_* export is needed;
+    with several running, --local ENV|DIR picks one. Damaged state is refused, naming what is lost (--salvage
+    starts from what is intact)."""
     vendors = _vendors(args.vendor, args.env)  # a malformed one is said before anything starts
     _quiet_processors()
     configure_service_logging(args, "rdss-local")

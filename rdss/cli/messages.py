@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from rdss.cli.common import INVALID, USAGE, CommandError, add_command, describe_os_error, file_name, print_json
+from rdss.cli.common import INVALID, USAGE, CommandError, describe_os_error, file_name, print_json
+from rdss.cli.options import add_command, add_json_option, add_tenant_options, tenant_jisc_id
 from rdss.host.display import printable
 from rdss.host.inputs import read_input
 from rdss.model import canonical, schemas, skeletons
@@ -16,7 +17,7 @@ from rdss.model.validation import validate
 def register(commands: Any) -> None:
     check = add_command(commands, "validate", run_validate, help="classify messages with the RDSS error codes")
     check.add_argument("files", nargs="+", metavar="FILE", type=file_name)
-    check.add_argument("--json", action="store_true", help="one JSON line per file")
+    add_json_option(check, "one JSON line per file")
     check.add_argument("--no-expiry", action="store_true", help="skip the expiry stage (GENERR003)")
 
     new = add_command(commands, "new", run_new, help="print a minimal valid message")
@@ -38,10 +39,7 @@ def register(commands: Any) -> None:
     )
     translate.add_argument("file", metavar="FILE", type=file_name, help="the message (- for standard input)")
     translate.add_argument("--to", required=True, metavar="VERSION", help=", ".join(canonical.VERSIONS))
-    translate.add_argument(
-        "--tenant-jisc-id", type=int, metavar="ID", help="tenantJiscID going to 4.0.0 (default: --env's setting)"
-    )
-    translate.add_argument("--env", help="the environment in cdk.json whose tenant_jisc_id is used")
+    add_tenant_options(translate, of="going to 4.0.0", env="is used")
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -92,14 +90,7 @@ def run_translate(args: argparse.Namespace) -> int:
 
     if args.to not in canonical.VERSIONS:
         raise CommandError(f"--to: expected one of {', '.join(canonical.VERSIONS)}, found {args.to!r}")
-    tenant = args.tenant_jisc_id
-    if tenant is None and args.env:
-        from rdss.deployment.settings import ConfigError, load_file
-
-        try:
-            tenant = load_file(args.env).tenant_jisc_id
-        except (ConfigError, OSError) as error:
-            raise CommandError(str(error)) from error
+    tenant = tenant_jisc_id(args)
     try:
         payload = read_input(args.file)
     except OSError as error:

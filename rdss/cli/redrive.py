@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from rdss.aws.failures import describe
-from rdss.cli.common import INVALID, AwsDeployment, CommandError, aws_deployment, deployment_command
+from rdss.cli.common import INVALID, AwsDeployment, CommandError, aws_deployment, aws_failures_are_usage
+from rdss.cli.options import deployment_command
 from rdss.deployment.topology import RDSS, Deployment
 from rdss.host.display import printable
 
@@ -38,20 +36,19 @@ def run(args: argparse.Namespace) -> int:
 
     target = aws_deployment(args.url, "redrive")
     try:
-        deployment = deployment_names(target)
-        redriver = Redriver(
-            deployment,
-            sqs=target.client("sqs"),
-            kinesis=target.client("kinesis"),
-            s3=target.client("s3"),
-            dynamodb=target.client("dynamodb"),
-            firehose=target.client("firehose"),
-        )
-        report = redriver.run(args.processor, dry_run=args.dry_run)
+        with aws_failures_are_usage():
+            deployment = deployment_names(target)
+            redriver = Redriver(
+                deployment,
+                sqs=target.client("sqs"),
+                kinesis=target.client("kinesis"),
+                s3=target.client("s3"),
+                dynamodb=target.client("dynamodb"),
+                firehose=target.client("firehose"),
+            )
+            report = redriver.run(args.processor, dry_run=args.dry_run)
     except LookupError as error:
         raise CommandError(str(error.args[0])) from error
-    except (ClientError, BotoCoreError) as error:
-        raise CommandError(describe(error)) from error
     for line in report.lines():
         print(printable(line))
     return 0 if report.ok else INVALID

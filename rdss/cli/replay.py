@@ -7,36 +7,28 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from rdss.aws.failures import describe
 from rdss.cli.common import (
     INVALID,
     CommandError,
-    add_command,
-    add_deployment_option,
     aws_deployment,
-    number,
+    aws_failures_are_usage,
     print_json,
     stop_on_signals,
     text,
 )
+from rdss.cli.options import add_group, add_json_option, add_rate_option, deployment_command
 from rdss.cli.redrive import deployment_names
 from rdss.host.display import printable
 from rdss.model import timestamps
 
 
 def register(commands: Any) -> None:
-    replay = commands.add_parser(
-        "replay",
-        help="send archived records again: through the broker, or to one consumer group",
-        description="Replays: archived records sent again, each once per replay, with progress kept.",
+    """Replays: archived records sent again, each once per replay, with progress kept."""
+    actions = add_group(
+        commands, "replay", register, help="send archived records again: through the broker, or to one consumer group"
     )
-    actions = replay.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    start = add_command(actions, "start", run_start, help="start (or resume) a replay")
+    start = deployment_command(actions, "start", run_start, help="start (or resume) a replay")
     start.add_argument("name", metavar="NAME", type=text, help="the replay's name (resume it by starting it again)")
-    add_deployment_option(start)
     start.add_argument("--since", required=True, metavar="T", help="RFC 3339: records that arrived from then")
     start.add_argument("--until", metavar="T", help="RFC 3339: ... until then (default: now)")
     start.add_argument("--channel", choices=("input", "invalid", "error"), default="input", help="default: input")
@@ -49,21 +41,20 @@ def register(commands: Any) -> None:
         "--into", default="input", metavar="input|group:GROUP", type=text, help="where to send them (default: input)"
     )
     start.add_argument("--dry-run", action="store_true", help="count what would be sent; send nothing")
-    start.add_argument("--rate", type=number(0, 1_000_000, what="records/s"), metavar="N", help="at most N records/s")
-    start.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_rate_option(start, what="records/s", help="at most N records/s")
+    add_json_option(start, "print the summary as JSON")
 
-    listing = add_command(actions, "list", run_list, help="the replays and their status")
-    add_deployment_option(listing)
-    listing.add_argument("--json", action="store_true", help="as JSON")
+    listing = deployment_command(actions, "list", run_list, help="the replays and their status")
+    add_json_option(listing, "as JSON")
 
-    status = add_command(actions, "status", run_status, help="one replay's options, status and counts")
+    status = deployment_command(actions, "status", run_status, help="one replay's options, status and counts")
     status.add_argument("name", metavar="NAME", type=text)
-    add_deployment_option(status)
-    status.add_argument("--json", action="store_true", help="as JSON")
+    add_json_option(status, "as JSON")
 
-    cancel = add_command(actions, "cancel", run_cancel, help="stop a replay: a running start stops at its next batch")
+    cancel = deployment_command(
+        actions, "cancel", run_cancel, help="stop a replay: a running start stops at its next batch"
+    )
     cancel.add_argument("name", metavar="NAME", type=text)
-    add_deployment_option(cancel)
 
 
 def _moment(option: str, value: str | None) -> datetime:
@@ -114,13 +105,12 @@ def run_start(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     bar = _Bar() if sys.stderr.isatty() and not args.json else None
     try:
-        summary = replayer.run(
-            spec, dry_run=args.dry_run, rate=args.rate, on_batch=bar.show if bar else None, stop=stop.is_set
-        )
+        with aws_failures_are_usage():
+            summary = replayer.run(
+                spec, dry_run=args.dry_run, rate=args.rate, on_batch=bar.show if bar else None, stop=stop.is_set
+            )
     except ReplayExists as error:
         raise CommandError(str(error.args[0])) from error
-    except (ClientError, BotoCoreError) as error:
-        raise CommandError(describe(error)) from error
     finally:
         if bar is not None:
             bar.close()
@@ -154,17 +144,21 @@ class _Bar:
             print(file=sys.stderr)
 
 
-def _rows(args: argparse.Namespace, command: str) -> tuple[Any, list[dict[str, Any]]]:
-    replayer = _replayer(args, command)
-    try:
-        return replayer, replayer.progress.list()
-    except (ClientError, BotoCoreError) as error:
-        raise CommandError(describe(error)) from error
+def _progress(args: argparse.Namespace, command: str) -> Any:
+    """The replays' progress, kept in the deployment's checkpoints table: what list, status and cancel read."""
+    return _replayer(args, command).progress
+
+
+def _no_such(name: str) -> int:
+    print(printable(f"no replay {name}"), file=sys.stderr)
+    return INVALID
 
 
 def run_list(args: argparse.Namespace) -> int:
     """The replays of the deployment (kept 35 days after their last change), each with its status and counts."""
-    _, rows = _rows(args, "replay list")
+    progress = _progress(args, "replay list")
+    with aws_failures_are_usage():
+        rows = progress.list()
     if args.json:
         print_json(rows)
     elif not rows:
@@ -185,14 +179,11 @@ def _describe(row: dict[str, Any]) -> str:
 def run_status(args: argparse.Namespace) -> int:
     """One replay: its options (selection and target), status, the records it selected and sent. Exit 1 when there
     is no replay of that name."""
-    replayer = _replayer(args, "replay status")
-    try:
-        row = replayer.progress.get(args.name)
-    except (ClientError, BotoCoreError) as error:
-        raise CommandError(describe(error)) from error
+    progress = _progress(args, "replay status")
+    with aws_failures_are_usage():
+        row = progress.get(args.name)
     if row is None:
-        print(printable(f"no replay {args.name}"), file=sys.stderr)
-        return INVALID
+        return _no_such(args.name)
     if args.json:
         print_json(row)
     else:
@@ -204,13 +195,10 @@ def run_status(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     """Cancel a replay: a start running it stops before its next batch, and it cannot be resumed (what it sent stays
     sent). Exit 1 when there is no replay of that name."""
-    replayer = _replayer(args, "replay cancel")
-    try:
-        found = replayer.progress.cancel(args.name)
-    except (ClientError, BotoCoreError) as error:
-        raise CommandError(describe(error)) from error
+    progress = _progress(args, "replay cancel")
+    with aws_failures_are_usage():
+        found = progress.cancel(args.name)
     if not found:
-        print(printable(f"no replay {args.name}"), file=sys.stderr)
-        return INVALID
+        return _no_such(args.name)
     print(printable(f"replay {args.name} cancelled"))
     return 0

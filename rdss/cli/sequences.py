@@ -13,12 +13,12 @@ from rdss import MAX_MESSAGE_BYTES
 from rdss.cli.common import (
     INVALID,
     CommandError,
-    add_command,
     describe_os_error,
     file_name,
     print_json,
     whole_number,
 )
+from rdss.cli.options import add_command, add_number_option
 from rdss.host.display import printable
 from rdss.host.inputs import read_input
 from rdss.model.sequences import SequenceError, join, split
@@ -29,12 +29,8 @@ def register(commands: Any) -> None:
     cut = add_command(commands, "split", run_split, help="split a message into a sequence of parts")
     cut.add_argument("file", metavar="FILE", type=file_name)
     cut.add_argument("--out", required=True, metavar="DIR", type=_directory)
-    cut.add_argument(
-        "--limit",
-        type=whole_number(1, MAX_MESSAGE_BYTES * 100),
-        default=MAX_MESSAGE_BYTES,
-        metavar="N",
-        help=f"bytes per part (default {MAX_MESSAGE_BYTES:,})",
+    add_number_option(
+        cut, "--limit", whole_number(1, MAX_MESSAGE_BYTES * 100), default=MAX_MESSAGE_BYTES, help="bytes per part"
     )
 
     glue = add_command(commands, "join", run_join, help="join the parts of a sequence")

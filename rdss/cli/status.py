@@ -3,34 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import USAGE, CommandError, add_command, add_deployment_option, aws_deployment, whole_number
-from rdss.host.display import printable, printable_json
+from rdss.cli.common import USAGE, CommandError, aws_deployment, print_json, whole_number
+from rdss.cli.options import add_json_option, add_number_option, add_record_limit_option, deployment_command
+from rdss.host.display import printable
 
 
 def register(commands: Any) -> None:
-    parser = add_command(
+    parser = deployment_command(
         commands, "status", run, help="a deployment's state at a glance: channels, lag, errors, parked batches"
     )
-    add_deployment_option(parser)
-    parser.add_argument("--json", action="store_true", help="one JSON object instead of the screen")
+    add_json_option(parser, "one JSON object instead of the screen")
     parser.add_argument("--watch", action="store_true", help="refresh in place until interrupted (a terminal)")
-    parser.add_argument(
-        "--interval", type=whole_number(1, 3600), default=5, metavar="SECONDS", help="--watch: between refreshes"
+    add_number_option(
+        parser, "--interval", whole_number(1, 3600), default=5, metavar="SECONDS", help="--watch: between refreshes"
     )
-    parser.add_argument(
-        "--limit",
-        type=whole_number(1, 10_000_000),
-        default=100_000,
-        metavar="N",
-        help="read at most N records a channel to count it (a busier channel's count is a floor, shown with +)",
-    )
+    add_record_limit_option(parser, "to count it (a busier channel's count is a floor, shown with +)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _watch(snapshot, args.interval)
     status = _take(snapshot)
     if args.json:
-        sys.stdout.buffer.write(printable_json(orjson.dumps(status.as_dict(), option=orjson.OPT_INDENT_2)) + b"\n")
+        print_json(status.as_dict(), indent=True)
     else:
         print("\n".join(lines(status.as_dict())))
     return 0

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rdss.cli.common import CommandError, add_command, whole_number
+from rdss.cli.common import CommandError, whole_number
+from rdss.cli.options import add_command
 
 
 def register(commands: Any) -> None:

@@ -6,34 +6,34 @@ Exit codes: 0 something was found; 1 nothing was found; 2 usage, or the deployme
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError, add_command, add_deployment_option, aws_deployment
-from rdss.host.display import printable, printable_json
+from rdss.cli.common import INVALID, USAGE, CommandError, aws_deployment, print_json
+from rdss.cli.options import add_json_option, deployment_command
+from rdss.host.display import printable
 from rdss.model import timestamps
 
 
 def register(commands: Any) -> None:
-    trace = add_command(commands, "trace", run_trace, help="where did a message go: its timeline, from the deployment")
+    trace = deployment_command(
+        commands, "trace", run_trace, help="where did a message go: its timeline, from the deployment"
+    )
     trace.add_argument(
         "message_id",
         metavar="MESSAGE_ID",
         help="a messageId, or one input record as SHARD/SEQUENCE (shardId-000000000000/4960...: the streamRecords "
         "rdss local demo reports, the identity the archive keeps), for a record no messageId names",
     )
-    add_deployment_option(trace)
     trace.add_argument(
         "--since",
         metavar="T",
         help="RFC 3339: read the channels from then and the archives around then (default: the last 24 hours)",
     )
-    trace.add_argument("--json", action="store_true", help="one JSON object instead of the timeline")
+    add_json_option(trace, "one JSON object instead of the timeline")
     trace.add_argument(
         "--application",
         action="append",
@@ -89,7 +89,7 @@ def run_trace(args: argparse.Namespace) -> int:
     except BotoCoreError as error:
         raise CommandError(str(error), USAGE) from error
     if args.json:
-        sys.stdout.buffer.write(printable_json(orjson.dumps(timeline.as_dict(), option=orjson.OPT_INDENT_2)) + b"\n")
+        print_json(timeline.as_dict(), indent=True)
     else:
         # each line escaped at the printing edge: a generator holding a newline must not forge a
         # line of the timeline, nor an ANSI escape in a message reach the terminal

@@ -19,15 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rdss.cli.common import (
-    USAGE,
-    AwsDeployment,
-    CommandError,
-    add_command,
-    add_deployment_option,
-    aws_deployment,
-    vendor_name,
-)
+from rdss.cli.common import USAGE, AwsDeployment, CommandError, aws_deployment, vendor_name
+from rdss.cli.options import add_group, add_json_option, deployment_command
 from rdss.deployment.vendors import output_key
 from rdss.host.display import PrintableLines
 from rdss.model.canonical import V3
@@ -37,16 +30,11 @@ CDK_OUT = Path("cdk.out")
 
 
 def register(commands: Any) -> None:
-    vendor = commands.add_parser(
-        "vendor",
-        help="what a vendor needs to connect its gateway",
-        description="What a vendor (a repository or preservation system declared in cdk.json) configures its Message "
-        "Gateway with, from the deployment's stack or the synthesised template.",
-    )
-    actions = vendor.add_subparsers(dest="vendor", metavar="ACTION", required=True)
-    config = add_command(actions, "config", run_config, help="print a vendor's gateway configuration")
+    """What a vendor (a repository or preservation system declared in cdk.json) configures its Message Gateway
+    with, from the deployment's stack or the synthesised template."""
+    actions = add_group(commands, "vendor", register, help="what a vendor needs to connect its gateway")
+    config = deployment_command(actions, "config", run_config, help="print a vendor's gateway configuration")
     config.add_argument("name", metavar="NAME", type=vendor_name)
-    add_deployment_option(config)
     config.add_argument(
         "--cdk-out",
         type=Path,
@@ -66,7 +54,7 @@ def register(commands: Any) -> None:
         f"{default_ldr('ENV')}; a gateway running in AWS names a DynamoDB table of the vendor's own, "
         "dynamodb://TABLE",
     )
-    config.add_argument("--json", action="store_true", help="one JSON object instead of shell lines")
+    add_json_option(config, "one JSON object instead of shell lines")
 
 
 @dataclass(frozen=True)

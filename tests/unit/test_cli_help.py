@@ -77,7 +77,7 @@ def test_help_names_only_commands_that_exist(path: tuple[str, ...]) -> None:
 
 def test_local_up_lists_only_commands_that_exist() -> None:
     """``rdss local up --help`` lists the commands that use the running runtime: each one exists."""
-    description = COMMANDS[("local", "up")].description or ""
+    description = " ".join((COMMANDS[("local", "up")].description or "").split())  # as --help folds it
     listed = re.search(r"the commands that talk to a deployment \(([^)]*)\)", description)
     assert listed, description
     for name in listed.group(1).split(", "):
