@@ -11,7 +11,6 @@ first part's id), or the channel the whole sequence was moved to.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -27,13 +26,17 @@ from rdss.trace.timeline import Event, Record, Timeline
 _NOT_ROUTED = ("input", "sequence", "invalid", "error")
 
 
-def trace_sequence(tracer: Sources, asked: str, found: Mapping[str, list[Record]], start: datetime) -> Timeline | None:
+def trace_sequence(
+    tracer: Sources, asked: str, found: Mapping[str, list[Record]], seen: Mapping[str, list[Record]]
+) -> Timeline | None:
     """The timeline of the sequence ``asked`` names (a sequence id, or the messageId of a
-    message that was split); None when no record belongs to such a sequence."""
+    message that was split); None when no record belongs to such a sequence. ``found``: each
+    channel's records mentioning ``asked``; ``seen``: those and the records mentioning the
+    sequence id derived from it (:func:`sequence_id`), read in the same pass."""
     sequence = asked if _holds(found, asked) else sequence_id(asked)
     if sequence != asked:
         needle = sequence.encode()
-        found = {c: [r for r in tracer.read(c, start) if needle in r.data] for c in found}
+        found = {c: [r for r in seen[c] if needle in r.data] for c in found}
         if not _holds(found, sequence):
             return None
     timeline = Timeline(asked)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rdss.model.sequences import sequence_id
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import record_key, redriven_key
 from rdss.trace import findings
@@ -61,12 +62,17 @@ class Tracer(Sources):
         timeline = Timeline(message_id)
         needle = message_id.encode()
         start = since or self.now - DEFAULT_WINDOW
-        found = {
-            c.name: [r for r in self.read(c.name, start) if _mentions(r.data, needle)]
+        # one pass over each channel for both ids a trace may need: the messageId, and the
+        # sequence id a split message's parts carry instead (reading a week of a stream twice
+        # would cost twice the shard's read throughput)
+        split = sequence_id(message_id).encode()
+        seen = {
+            c.name: [r for r in self.read(c.name, start) if _mentions(r.data, needle) or split in r.data]
             for c in self.deployment.topology.channels
         }
+        found = {channel: [r for r in records if _mentions(r.data, needle)] for channel, records in seen.items()}
         if not any(_message_id(r.data) == message_id for records in found.values() for r in records):
-            sequenced = trace_sequence(self, message_id, found, start)
+            sequenced = trace_sequence(self, message_id, found, seen)
             if sequenced is not None:
                 return sequenced
         header = findings.header(found, message_id)

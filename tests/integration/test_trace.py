@@ -9,6 +9,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -22,6 +23,8 @@ from rdss.local.runtime import Runtime, Settings
 from rdss.model.messages import reply
 from rdss.model.workload import Workload
 from rdss.repository.sqlite import SqliteRepository
+from rdss.trace.sources import Sources
+from rdss.trace.timeline import Record
 
 pytestmark = pytest.mark.integration
 
@@ -256,3 +259,20 @@ def test_a_sequence_by_the_id_the_sender_printed_and_by_its_sequence_id(sent: Se
             f"where it went: sequence {receipt.sequence}: released to metadata, "
             f"reassembled as message {receipt.parts[0]} (valid)"
         )
+
+
+def test_a_trace_reads_each_channel_once(sent: Sent, capsys, monkeypatch):
+    """The messageId and the sequence id a split message's parts carry are looked for in one
+    pass: a trace of an id nothing carries (the case that looks for both) reads no stream twice."""
+    reads: list[str] = []
+    original = Sources.read
+
+    def counted(self: Sources, channel: str, start: datetime) -> Iterator[Record]:
+        reads.append(channel)
+        return original(self, channel, start)
+
+    monkeypatch.setattr(Sources, "read", counted)
+    code, _ = trace(sent, capsys, str(uuid.uuid4()))
+    assert code == 1
+    assert "input" in reads
+    assert sorted(reads) == sorted(set(reads))

@@ -9,6 +9,7 @@ something behind.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,9 @@ def run(command: list[str]) -> int:
     if not command:
         print("usage: python -m tests.support.localstack run -- CMD [ARG ...]", file=sys.stderr)
         return 2
+    # stopped by a signal (a CI timeout, a developer's kill), LocalStack is stopped too: its
+    # processes run in a session of their own and would otherwise outlive this one
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         install()
         localstack = LocalStack()
