@@ -28,6 +28,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from rdss.local.events import esm_event
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -154,6 +156,10 @@ class EventSourceMapping:
         if not self.function_arn:
             self.function_arn = f"arn:aws:lambda:{self.region}:000000000000:function:{self.stream}-consumer"
         self._arn: str | None = None
+        #: shard -> (the checkpoint it continues from, the NextShardIterator of the last read):
+        #: reused while the checkpoint is where that read left it, as Lambda keeps its iterators
+        #: (a fresh GetShardIterator per poll doubles an idle shard's calls)
+        self._iterators: dict[str, tuple[str | None, str]] = {}
 
     @property
     def stream_arn(self) -> str:
@@ -202,14 +208,7 @@ class EventSourceMapping:
 
     def _read(self, shard: str) -> list[dict[str, Any]]:
         checkpoint = self.checkpoints.get(shard)
-        kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard}
-        if checkpoint is None:
-            kwargs["ShardIteratorType"] = "TRIM_HORIZON"
-        else:
-            kwargs["ShardIteratorType"] = "AFTER_SEQUENCE_NUMBER"
-            kwargs["StartingSequenceNumber"] = checkpoint
-        iterator = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
-        response = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size)
+        response = self._first_read(shard, checkpoint)
         records: list[dict[str, Any]] = list(response["Records"])
         iterator = response.get("NextShardIterator")
         deadline = self.clock() + self.batching_window
@@ -219,7 +218,29 @@ class EventSourceMapping:
             response = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(records))
             records.extend(response["Records"])
             iterator = response.get("NextShardIterator")
+        if iterator:
+            self._iterators[shard] = (records[-1]["SequenceNumber"] if records else checkpoint, iterator)
         return records
+
+    def _first_read(self, shard: str, checkpoint: str | None) -> dict[str, Any]:
+        """GetRecords from the checkpoint: on the last read's iterator when the checkpoint is
+        where that read left it, else (a retry, a restart, an expired iterator) a new one."""
+        kept = self._iterators.pop(shard, None)
+        if kept is not None and kept[0] == checkpoint:
+            try:
+                return dict(self.kinesis.get_records(ShardIterator=kept[1], Limit=self.batch_size))
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ExpiredIteratorException":
+                    raise
+                # older than five minutes: start again from the checkpoint
+        kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard}
+        if checkpoint is None:
+            kwargs["ShardIteratorType"] = "TRIM_HORIZON"
+        else:
+            kwargs["ShardIteratorType"] = "AFTER_SEQUENCE_NUMBER"
+            kwargs["StartingSequenceNumber"] = checkpoint
+        iterator = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
+        return dict(self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size))
 
     def _deliver(self, shard: str, records: list[dict[str, Any]]) -> None:
         """Handle one batch to completion (success, or the on-failure destination)."""
