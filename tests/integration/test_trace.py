@@ -79,9 +79,11 @@ def sent(endpoint: Endpoint) -> Iterator[Sent]:
                 raise Rejected("APPERRMET001", "no such dataset here")
 
         with Gateway(url, application="archive") as consumer:
-            # idle for 10 s: on a loaded LocalStack the first lease and shard iterator alone can take
-            # seconds, and a shorter pause could end the consumer before it read anything
-            consumer.listen("metadata", archive, idle_timeout=10, poll_interval=0.05)
+            # until the five messages on metadata are handled (four taken, one refused); the idle
+            # limit only stops a run that goes wrong (on a loaded LocalStack the first lease and
+            # shard iterator alone can take seconds)
+            stats = consumer.listen("metadata", archive, max_messages=5, idle_timeout=60, poll_interval=0.05)
+        assert (stats.acked, stats.rejected) == (4, 1)
         runtime.drain()
         yield Sent(
             runtime,

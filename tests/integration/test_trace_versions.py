@@ -42,7 +42,8 @@ def translated(endpoint: Endpoint) -> Iterator[tuple[str, str, dict[str, str]]]:
             handed[received.message_id] = str(received.header["version"])
 
         with Gateway(url, application="preservation", reads="4.0.0", tenant_jisc_id=versions.TENANT) as consumer:
-            consumer.listen("metadata", take, idle_timeout=10, poll_interval=0.05)
+            # until the one message is handed over; the idle limit only stops a run gone wrong
+            consumer.listen("metadata", take, max_messages=1, idle_timeout=60, poll_interval=0.05)
         yield url, create["messageHeader"]["messageId"], handed
     finally:
         os.environ.clear()
