@@ -186,7 +186,7 @@ def _ended(suite: Suite) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run the test suites side by side.")
     parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"default: all ({', '.join(SUITES)})")
-    parser.add_argument("--jobs", type=int, default=4, help="suites at once (default 4)")
+    parser.add_argument("--jobs", type=int, default=3, help="suites at once (default 3)")
     args = parser.parse_args()
     unknown = set(args.suites) - set(SUITES)
     if unknown:
