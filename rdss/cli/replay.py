@@ -68,7 +68,8 @@ def _replayer(args: argparse.Namespace, command: str) -> Any:
     from rdss.processors.replay import Replayer
 
     target = aws_deployment(args.url, command)
-    deployment = deployment_names(target)
+    with aws_failures_are_usage():  # the stack's names are read from AWS: a client that cannot be made is one line
+        deployment = deployment_names(target)
     return Replayer(
         deployment,
         kinesis=target.client("kinesis"),

@@ -78,6 +78,8 @@ class Selection:
             raise ValueError(f"channel {self.channel!r} is not archived (one of {', '.join(CHANNELS)})")
         if self.until <= self.since:
             raise ValueError("--until must be after --since")
+        if self.until > datetime.max.replace(tzinfo=UTC) - _ARCHIVE_LAG:
+            raise ValueError(f"--until {self.until.isoformat()} is beyond the last hour an archive can name")
 
     def archives(self) -> tuple[str, ...]:
         return ("audit",) if self.channel == "input" else ("errors",)

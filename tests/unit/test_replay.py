@@ -293,3 +293,26 @@ def test_parts_of_a_sequence_are_not_replayed(aws: dict[str, Any]):
     summary = replayer(aws, Clock()).run(Spec("seq", Selection(T0, T0 + timedelta(hours=1))))
     assert (summary.selected, summary.sent, summary.skipped) == (1 + len(parts), 1, len(parts))
     assert len(put_on(aws, "input")) == 1
+
+
+@pytest.mark.parametrize("until", ["9999-12-31T23:59:59Z", "9999-12-31T23:00:01Z"])
+def test_an_until_no_archive_hour_can_name_is_one_line_not_a_traceback(until: str, capsys):
+    from rdss.cli import main
+
+    code = main(["replay", "start", "far", "--since", "2026-11-29T00:00:00Z", "--until", until, "--url", "memory://x"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(said) == 1
+    assert "beyond the last hour" in said[0]
+
+
+def test_a_deployment_whose_client_cannot_be_made_is_one_line(capsys, monkeypatch):
+    from rdss.cli import main
+
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(variable, raising=False)
+    code = main(["replay", "list", "--url", "kinesis://demo?endpoint=http://127.0.0.1:1"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert said == [said[0]]
+    assert "region" in said[0]
