@@ -68,14 +68,15 @@ def _replayer(args: argparse.Namespace, command: str) -> Any:
     from rdss.processors.replay import Replayer
 
     target = aws_deployment(args.url, command)
-    with aws_failures_are_usage():  # the stack's names are read from AWS: a client that cannot be made is one line
-        deployment = deployment_names(target)
-    return Replayer(
-        deployment,
-        kinesis=target.client("kinesis"),
-        dynamodb=target.client("dynamodb"),
-        s3=target.client("s3"),
-    )
+    # the stack's names are read from AWS and its clients made, as redrive does: a client that
+    # cannot be made (no region) or a stack out of reach is one line
+    with aws_failures_are_usage():
+        return Replayer(
+            deployment_names(target),
+            kinesis=target.client("kinesis"),
+            dynamodb=target.client("dynamodb"),
+            s3=target.client("s3"),
+        )
 
 
 def run_start(args: argparse.Namespace) -> int:

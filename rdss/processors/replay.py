@@ -56,6 +56,8 @@ REPLAYS = "replays"
 KEEP = timedelta(days=35)
 #: Firehose writes a record up to 15 minutes after it arrived: archive hours read past --until.
 _ARCHIVE_LAG = timedelta(hours=1)
+#: The latest --until whose window (until + the archive's lag) is still a datetime.
+_LAST_UNTIL = datetime.max.replace(tzinfo=UTC) - _ARCHIVE_LAG
 #: Records put (and noted) at a time.
 BATCH = 100
 _WRITE_BATCH = 25
@@ -78,7 +80,7 @@ class Selection:
             raise ValueError(f"channel {self.channel!r} is not archived (one of {', '.join(CHANNELS)})")
         if self.until <= self.since:
             raise ValueError("--until must be after --since")
-        if self.until > datetime.max.replace(tzinfo=UTC) - _ARCHIVE_LAG:
+        if self.until > _LAST_UNTIL:
             raise ValueError(f"--until {self.until.isoformat()} is beyond the last hour an archive can name")
 
     def archives(self) -> tuple[str, ...]:
