@@ -30,6 +30,7 @@ from rdss.status import console
 from rdss.status.snapshot import Snapshot
 from rdss.status.sources import ConsoleSource
 from tests.console.conftest import PAYLOADS, SCREENSHOTS, SENTINEL, Deployed, Served
+from tests.support.browser import wait_drawn
 
 pytestmark = pytest.mark.integration
 
@@ -84,8 +85,7 @@ def test_the_overview_counts_are_the_deployments_own(signed_in: webdriver.Chrome
 
 def test_the_charts_draw_from_the_same_records(signed_in: webdriver.Chrome, served: Served, deployed: Deployed):
     page(signed_in, served, "/charts")
-    drawn = signed_in.find_elements(By.CSS_SELECTOR, "canvas[data-drawn=true]")
-    assert {c.get_attribute("data-chart") for c in drawn} == {"channels", "errors", "latency"}
+    wait_drawn(signed_in, {"channels", "errors", "latency"})
     total = signed_in.execute_script(
         "return Chart.getChart(document.querySelector('canvas[data-chart=channels]'))"
         ".data.datasets.find(d => d.label === 'input').data.reduce((a, b) => a + b, 0)"
