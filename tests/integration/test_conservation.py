@@ -26,6 +26,7 @@ import pytest
 from rdss.aws.putrecords import PutRecordsBatcher, Record
 from rdss.cli import main
 from rdss.gateway import Gateway, Received
+from rdss.gateway.received import ReceiveStats
 from rdss.local.accounting import Accounting, Input, account, read_channel
 from rdss.local.emulator import Endpoint
 from rdss.local.runtime import Runtime, Settings
@@ -35,6 +36,7 @@ from rdss.model.sequences import split
 from rdss.model.workload import Workload
 from tests.support.breadth import share
 from tests.support.faults import Proxy, client_error, partial_put_records
+from tests.support.listening import listen_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -225,9 +227,14 @@ def consume_metadata(
             raise ValueError(f"cannot map {received.message_type} to the repository's schema")
         processed[received.message_id] += 1
 
+    expected = len(whole) - len(poison) + len(sequences)  # (sequences as one message)
+
+    def done(stats: ReceiveStats) -> bool:  # everything handled, moved or refused
+        return len(processed) >= expected and stats.poison >= len(poison) and stats.invalid >= len(direct)
+
     with Gateway(url, application="vendor", lease_duration=2.0) as vendor:
-        stats = vendor.listen(
-            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=10, poll_interval=0.05
+        stats = listen_until(
+            vendor, "metadata", handler, done, max_attempts=2, backoff=Backoff(base=0.01), poll_interval=0.05
         )
         entries = {i: vendor.repository.entry(i) for i in poison}
     # the consumer put its moves on invalid and error itself: nothing entered input, the broker
@@ -247,7 +254,7 @@ def consume_metadata(
     assert {group for group, _, _ in moves} == {"vendor"}
     assert Counter(m.message_id for m in after.moves if m.error_code == "GENERR009") == Counter(poison)
     assert set(whole) - poison <= set(processed)  # every other routed message processed...
-    assert len(processed) == len(whole) - len(poison) + len(sequences)  # (sequences as one message)
+    assert len(processed) == expected
     assert max(processed.values()) == 1  # ...once
     assert stats.poison == len(poison)
     assert stats.invalid == len(direct)

@@ -33,6 +33,7 @@ from rdss.model.retry import Backoff
 from rdss.model.workload import Workload
 from rdss.repository.dynamodb import create_table
 from tests.support.iam import Call, CallRecorder, allowed
+from tests.support.listening import listen_until
 
 pytestmark = pytest.mark.integration
 
@@ -245,8 +246,14 @@ def test_a_consumer_under_its_role_moves_what_it_cannot_accept(
 
     with Gateway(consumer["url"], application=consumer["application"], lease_duration=1.0) as receiver:
         calls = recorded(receiver, runtime)
-        stats = receiver.listen(
-            "metadata", handler, max_attempts=2, backoff=Backoff(base=0.01), idle_timeout=10, poll_interval=0.05
+        stats = listen_until(
+            receiver,
+            "metadata",
+            handler,
+            lambda stats: bool(handled) and (stats.invalid, stats.poison) == (1, 1),
+            max_attempts=2,
+            backoff=Backoff(base=0.01),
+            poll_interval=0.05,
         )
     assert handled == [fine["messageHeader"]["messageId"]]
     assert (stats.invalid, stats.poison) == (1, 1)
