@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from rdss.archive import entries as archive_entries
+
+if TYPE_CHECKING:
+    from rdss.deployment.topology import Deployment
 
 #: The archives and the prefix each is written under.
 ARCHIVES = (("audit", "audit/"), ("errors", "errors/"))
@@ -38,6 +41,12 @@ class ArchiveListing:
     def __init__(self, s3: Any, buckets: Mapping[str, str]) -> None:
         self.s3 = s3
         self.buckets = dict(buckets)
+
+    @classmethod
+    def of(cls, deployment: Deployment, s3: Any) -> ArchiveListing:
+        """``deployment``'s archives, in the buckets it names (``Deployment.bucket``: the names
+        CloudFormation gave them where the caller read those, else ``rdss-<env>-audit``...)."""
+        return cls(s3, {kind: deployment.bucket(kind) for kind, _ in ARCHIVES})
 
     def keys(self, bucket: str, prefix: str) -> list[tuple[str, datetime | None]]:
         """The objects under one hour prefix, in key order, and when each was written."""

@@ -71,12 +71,7 @@ def _replayer(args: argparse.Namespace, command: str) -> Any:
     # the stack's names are read from AWS and its clients made, as redrive does: a client that
     # cannot be made (no region) or a stack out of reach is one line
     with aws_failures_are_usage():
-        return Replayer(
-            deployment_names(target),
-            kinesis=target.client("kinesis"),
-            dynamodb=target.client("dynamodb"),
-            s3=target.client("s3"),
-        )
+        return Replayer(deployment_names(target), target.client)
 
 
 def run_start(args: argparse.Namespace) -> int:

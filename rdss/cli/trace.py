@@ -6,16 +6,20 @@ Exit codes: 0 something was found; 1 nothing was found; 2 usage, or the deployme
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.cli.common import INVALID, USAGE, CommandError, aws_deployment, print_json
+from rdss.cli.common import INVALID, USAGE, AwsDeployment, CommandError, aws_deployment, print_json
 from rdss.cli.options import add_json_option, deployment_command
 from rdss.host.display import printable
 from rdss.model import timestamps
+
+if TYPE_CHECKING:
+    from rdss.deployment.topology import Deployment
 
 
 def register(commands: Any) -> None:
@@ -73,15 +77,9 @@ def run_trace(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise CommandError(f"--since: {error}") from error
     try:
-        buckets = _buckets(args, deployment, target.client)
-        tracer = Tracer(
-            deployment,
-            kinesis=target.client("kinesis"),
-            dynamodb=target.client("dynamodb"),
-            s3=target.client("s3"),
-            buckets=buckets,
-            repositories=_repositories(args, url, deployment, lambda: target.client("dynamodb")),
-        )
+        tracer = Tracer(_named(args, target), target.client)
+        # after the deployment's clients: a client that cannot be made is the first thing said
+        tracer.repositories = _repositories(args, url, deployment, lambda: target.client("dynamodb"))
         timeline = tracer.trace(args.message_id, since=since)
     except ClientError as error:
         details = error.response.get("Error", {})
@@ -97,24 +95,18 @@ def run_trace(args: argparse.Namespace) -> int:
     return 0 if timeline.found else INVALID
 
 
-def _buckets(args: argparse.Namespace, deployment: Any, client: Any) -> dict[str, str]:
-    """Bucket names: the options; else what the deployed broker was told (CloudFormation names
-    the buckets in AWS); else the local runtime's names."""
-    buckets = {name: value for name, value in (("audit", args.audit_bucket), ("errors", args.errors_bucket)) if value}
-    if len(buckets) == 2:
-        return buckets
-    try:
-        configuration = client("lambda").get_function_configuration(
-            FunctionName=f"{deployment.prefix}-{deployment.environment}-broker"
-        )
-        variables = configuration.get("Environment", {}).get("Variables", {})
-    except (ClientError, BotoCoreError):
-        variables = {}
-    for name in ("audit", "errors"):
-        found = variables.get(f"RDSS_BUCKET_{name.upper()}")
-        if found and name not in buckets:
-            buckets[name] = found
-    return buckets
+def _named(args: argparse.Namespace, target: AwsDeployment) -> Deployment:
+    """The deployment, its archives in the buckets --audit-bucket and --errors-bucket name; else
+    in those the deployed broker was told (:func:`rdss.processors.redrive.deployed_names`:
+    CloudFormation names the buckets in AWS); else the local runtime's."""
+    from rdss.processors.redrive import deployed_names
+
+    given = {name: value for name, value in (("audit", args.audit_bucket), ("errors", args.errors_bucket)) if value}
+    deployment = target.deployment
+    if len(given) < 2:
+        with contextlib.suppress(BotoCoreError):  # no client can be made: the trace's own clients say why
+            deployment = deployed_names(deployment, target.client("lambda"))
+    return deployment._replace(bucket_names={**deployment.bucket_names, **given})
 
 
 def _repositories(args: argparse.Namespace, url: Any, deployment: Any, dynamodb: Any) -> dict[str, Any]:

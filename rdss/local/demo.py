@@ -223,13 +223,7 @@ def _trace_one(runtime: Runtime, result: Accounting, kept: dict[str, Any] | None
         return None
     chosen = ranked[0]
     assert chosen.message_id is not None
-    endpoint = runtime.endpoint
-    tracer = Tracer(
-        runtime.deployment,
-        kinesis=endpoint.client("kinesis"),
-        dynamodb=endpoint.client("dynamodb"),
-        s3=endpoint.client("s3"),
-    )
+    tracer = Tracer(runtime.deployment, runtime.endpoint.client)
     timeline = tracer.trace(chosen.message_id)
     traced: dict[str, Any] = {"input": chosen.name, "lines": timeline.lines(), "timeline": timeline.as_dict()}
     if kept is not None:

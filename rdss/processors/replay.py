@@ -384,18 +384,19 @@ class Replayer:
     def __init__(
         self,
         deployment: Deployment,
+        client: Callable[[str], Any],
         *,
-        kinesis: Any,
-        dynamodb: Any,
-        s3: Any,
-        buckets: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """
+        Args:
+            deployment: its names, the archives' buckets among them (``Deployment.bucket``).
+            client: service name -> boto3 client (kinesis, dynamodb and s3 are made at once).
+        """
+        kinesis, dynamodb = client("kinesis"), client("dynamodb")
         self.deployment = deployment
-        self.listing = ArchiveListing(
-            s3, {name: deployment.bucket(name) for name in ("audit", "errors")} | dict(buckets or {})
-        )
+        self.listing = ArchiveListing.of(deployment, client("s3"))
         self.progress = Progress(dynamodb, deployment.table("checkpoints"))
         self.grants = LocalDataRepository(dynamodb, deployment.table("messages"))
         self.batcher = PutRecordsBatcher(kinesis)

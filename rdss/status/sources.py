@@ -39,12 +39,7 @@ class ConsoleSource:
         """``rdss trace``'s timeline of one messageId (or SHARD/SEQUENCE), as its ``--json``."""
         from rdss.trace.tracer import Tracer
 
-        tracer = Tracer(
-            self._named(),
-            kinesis=self.client("kinesis"),
-            dynamodb=self.client("dynamodb"),
-            s3=self.client("s3"),
-        )
+        tracer = Tracer(self._named(), self.client)
         return tracer.trace(message_id).as_dict()
 
     def parked(self) -> dict[str, Any]:
@@ -76,9 +71,7 @@ class ConsoleSource:
 
         if not rows:
             return []
-        replayer = Replayer(
-            self._named(), kinesis=self.client("kinesis"), dynamodb=self.client("dynamodb"), s3=self.client("s3")
-        )
+        replayer = Replayer(self._named(), self.client)
         return [row | self._left(replayer, row) for row in rows]
 
     def _left(self, replayer: Any, row: dict[str, Any]) -> dict[str, Any]:

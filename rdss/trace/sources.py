@@ -4,7 +4,7 @@ these by :mod:`rdss.trace.findings`; :class:`rdss.trace.tracer.Tracer` is the tr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,24 +32,23 @@ class Sources:
     def __init__(
         self,
         deployment: Deployment,
+        client: Callable[[str], Any],
         *,
-        kinesis: Any,
-        dynamodb: Any,
-        s3: Any,
-        buckets: Mapping[str, str] | None = None,
         repositories: Mapping[str, Repository] | None = None,
         now: datetime | None = None,
     ) -> None:
         """
         Args:
+            deployment: its names, the archives' buckets among them (``Deployment.bucket``).
+            client: service name -> boto3 client (kinesis, dynamodb and s3 are made at once).
             repositories: application -> its Local Data Repository, whose entries for the
                 message join the timeline.
         """
         self.deployment = deployment
-        self.kinesis = kinesis
-        self.dynamodb = dynamodb
-        self.s3 = s3
-        self.buckets = {name: deployment.bucket(name) for name in ("audit", "errors")} | dict(buckets or {})
+        self.kinesis = client("kinesis")
+        self.dynamodb = client("dynamodb")
+        self.s3 = client("s3")
+        self.listing = ArchiveListing.of(deployment, self.s3)
         self.repositories = dict(repositories or {})
         self.now = now or timestamps.now()
 
@@ -78,9 +77,9 @@ class Sources:
 
     def keys(self, bucket: str, prefix: str) -> list[tuple[str, datetime | None]]:
         """The objects under one hour prefix, and when each was written."""
-        return ArchiveListing(self.s3, self.buckets).keys(bucket, prefix)
+        return self.listing.keys(bucket, prefix)
 
     def archive_entries(self, window: tuple[datetime, datetime]) -> Iterator[Archived]:
         """Every entry of the audit and errors archives under the hour prefixes of ``window``;
         an object that cannot be read is passed over (the trace shows what can be read)."""
-        return ArchiveListing(self.s3, self.buckets).entries(window)
+        return self.listing.entries(window)

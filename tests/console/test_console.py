@@ -241,7 +241,7 @@ def test_the_replays_page_shows_each_replays_progress_and_cancels_one(
     until = timestamps.now()
     window = Selection(since=until - timedelta(days=1), until=until)
     on_input = len(read_channel(runtime, "input"))  # each arrived in the window and is archived (drained)
-    replayer = Replayer(runtime.deployment, **{s: runtime.endpoint.client(s) for s in ("kinesis", "dynamodb", "s3")})
+    replayer = Replayer(runtime.deployment, runtime.endpoint.client)
     monkeypatch.setattr(replay_module, "BATCH", 5)
     # one stopped after its first batch (as a Ctrl-C would), one of two messageIds - one of them markup
     batches: list[object] = []

@@ -67,9 +67,7 @@ def test_a_different_message_under_a_claimed_id_is_a_conflict_and_a_resend_is_no
     assert entry["conflictsWith"] == {"S": a}
     assert entry["bareMessageId"] == {"S": message_id}
 
-    timeline = Tracer(
-        system.deployment, kinesis=system.client("kinesis"), dynamodb=system.client("dynamodb"), s3=system.client("s3")
-    ).trace(message_id)
+    timeline = Tracer(system.deployment, system.client).trace(message_id)
     records = [(r.record, r.outcome, r.duplicate_of, r.conflicts_with) for r in timeline.dispatches]
     assert records == [
         (a, "routed", None, None),

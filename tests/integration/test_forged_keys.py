@@ -71,12 +71,7 @@ def run_broker(system: System) -> None:
 
 
 def tracer(system: System) -> Tracer:
-    return Tracer(
-        system.deployment,
-        kinesis=system.client("kinesis"),
-        dynamodb=system.client("dynamodb"),
-        s3=system.client("s3"),
-    )
+    return Tracer(system.deployment, system.client)
 
 
 def invalid_message(seed: int) -> bytes:

@@ -109,7 +109,7 @@ def test_parked_batches_are_redriven_once_and_a_repeat_routes_nothing_twice(
     assert after.outcomes() == {"routed": len(messages), "invalid": 1}
     assert max(after.routed_ids.values()) == 1
     # rdss trace follows a parked record to the record it went back as
-    tracer = Tracer(runtime.deployment, **{s: runtime.endpoint.client(s) for s in ("kinesis", "dynamodb", "s3")})
+    tracer = Tracer(runtime.deployment, runtime.endpoint.client)
     timeline = tracer.trace(stuck[0])
     assert [d.outcome for d in timeline.dispatches] == ["redriven", "routed"], timeline.lines()
     assert timeline.dispatches[0].redriven_as == timeline.dispatches[1].record

@@ -130,7 +130,7 @@ def test_a_window_of_input_replayed_through_the_broker_once_across_a_kill_and_re
     assert code == 2  # the same name with other options is refused (usage)
 
     # rdss trace shows the replay's hop
-    tracer = Tracer(runtime.deployment, **{s: runtime.endpoint.client(s) for s in ("kinesis", "dynamodb", "s3")})
+    tracer = Tracer(runtime.deployment, runtime.endpoint.client)
     timeline = tracer.trace(ids[0])
     assert any("rdss-replay/fix-1" in line for line in timeline.lines()), timeline.lines()
     assert [d.outcome for d in timeline.dispatches] == ["routed", "replayed"], timeline.lines()

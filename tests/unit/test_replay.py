@@ -184,9 +184,7 @@ def archived(aws: dict[str, Any], payloads: list[bytes], *, twice: bool = False)
 
 
 def replayer(aws: dict[str, Any], clock: Clock) -> Replayer:
-    return Replayer(
-        DEPLOYMENT, kinesis=aws["kinesis"], dynamodb=aws["dynamodb"], s3=aws["s3"], clock=clock, sleep=clock.sleep
-    )
+    return Replayer(DEPLOYMENT, aws.__getitem__, clock=clock, sleep=clock.sleep)
 
 
 def put_on(aws: dict[str, Any], channel: str) -> list[bytes]:
