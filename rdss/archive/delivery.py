@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.archive import entries as archive
+from rdss.aws.failures import aws_code
 from rdss.aws.putrecords import next_delay
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ class FirehoseWriter:
                 DeliveryStreamName=delivery_stream, Records=[{"Data": records[i]} for i in chunk]
             )
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "ClientError")
+            code = aws_code(error) or "ClientError"
             failed = [Undelivered(i, code, str(error)) for i in chunk]
             return (failed, []) if code in _RETRYABLE_CODES else ([], failed)
         except BotoCoreError as error:  # connection refused, timeouts: the network, so retry

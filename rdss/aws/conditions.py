@@ -11,6 +11,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from rdss.aws.failures import aws_code
+
 #: The error code of a single write whose ConditionExpression did not hold.
 CONDITION_FAILED = "ConditionalCheckFailedException"
 
@@ -21,7 +23,7 @@ def conditional(call: Callable[..., dict[str, Any]], **request: Any) -> dict[str
     try:
         return call(**request)
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == CONDITION_FAILED:
+        if aws_code(error) == CONDITION_FAILED:
             return None
         raise
 

@@ -95,9 +95,8 @@ def transient(error: BaseException) -> bool:
     """True for a failure worth another attempt: throttling, a 5xx, a timeout, a connection
     dropped mid-call. Connection refused and DNS failures are not: they fail at once."""
     if isinstance(error, ClientError):
-        response = error.response or {}
-        code = response.get("Error", {}).get("Code", "")
-        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        code = aws_code(error)
+        status = (error.response or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
         return code in TRANSIENT_CODES or int(status) >= 500 or int(status) == 429
     return isinstance(error, ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError)
 
@@ -134,6 +133,12 @@ class Answered:
     def transient(self, error: BaseException) -> bool:
         """:func:`transient`, and a connection lost once the endpoint has answered."""
         return transient(error) or (self.answered and connection_lost(error))
+
+
+def aws_code(error: ClientError) -> str:
+    """AWS's code for a refused call (``ResourceNotFoundException``, ``NoSuchKey``, ``404``...);
+    empty when the answer carried none."""
+    return str((error.response or {}).get("Error", {}).get("Code") or "")
 
 
 def unusable(code: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rdss.aws.failures import TRANSIENT_CODES, transient
+from rdss.aws.failures import TRANSIENT_CODES, aws_code, transient
 from rdss.model.errors import ErrorCode
 from rdss.model.retry import Backoff
 
@@ -156,7 +156,7 @@ class PutRecordsBatcher:
             # throttling, 5xx, timeouts are retried; connection refused, no credentials, a missing
             # stream fail the same way every time, so the records fail now (rdss.aws.failures)
             if isinstance(error, ClientError):  # AWS's own words, without botocore's preamble
-                code = error.response.get("Error", {}).get("Code", "ClientError")
+                code = aws_code(error) or "ClientError"
                 message = " ".join(str(error.response.get("Error", {}).get("Message") or error).split())
             else:
                 code = type(error).__name__

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.aws.failures import aws_code
 from rdss.cli.common import (
     CommandError,
     configure_service_logging,
@@ -104,5 +105,5 @@ def _reachable(sink: Any) -> None:
     try:
         sink.s3.head_bucket(Bucket=sink.bucket)
     except ClientError as error:
-        if str(error.response.get("Error", {}).get("Code")) not in ("403", "AccessDenied", "Forbidden"):
+        if aws_code(error) not in ("403", "AccessDenied", "Forbidden"):
             raise

@@ -30,6 +30,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from rdss.aws.failures import aws_code
 from rdss.local.events import esm_event
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -230,7 +231,7 @@ class EventSourceMapping:
             try:
                 return dict(self.kinesis.get_records(ShardIterator=kept[1], Limit=self.batch_size))
             except ClientError as error:
-                if error.response.get("Error", {}).get("Code") != "ExpiredIteratorException":
+                if aws_code(error) != "ExpiredIteratorException":
                     raise
                 # older than five minutes: start again from the checkpoint
         kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard}

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.aws.failures import aws_code
 from rdss.repository.entries import RETENTION_SECONDS, attempts_key
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, BotoCoreError):  # connections, timeouts, retries used up in botocore
         return True
     if isinstance(error, ClientError):
-        code = str(error.response.get("Error", {}).get("Code", ""))
+        code = aws_code(error)
         status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         return code in _TRANSIENT_CODES or code.startswith("Throttl") or status >= 500
     return isinstance(error, (TimeoutError, ConnectionError))

@@ -48,6 +48,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.archive import entries as archive
+from rdss.aws.failures import aws_code
 from rdss.aws.putrecords import PutRecordsBatcher, Record
 from rdss.deployment.topology import RDSS, Deployment
 from rdss.model.retry import Backoff
@@ -219,7 +220,7 @@ class Redriver:
         try:
             url: str = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
+            code = aws_code(error)
             if "NonExistentQueue" in code or "QueueDoesNotExist" in code:
                 raise LookupError(
                     f"no on-failure queue {name} (is {self.deployment.environment!r} deployed?)"
@@ -269,7 +270,7 @@ class Redriver:
                 StartingSequenceNumber=pointer.start,
             )["ShardIterator"]
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
+            code = aws_code(error)
             if code in ("ResourceNotFoundException", "InvalidArgumentException"):
                 outcome.source = "archive"  # the shard (or that position in it) is past retention
                 return outcome

@@ -33,6 +33,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from rdss.aws.failures import aws_code
 from rdss.repository.dynamodb import LocalDataRepository
 from rdss.repository.entries import KEY_ATTRIBUTE, claimable_id, record_key, redriven_key
 
@@ -123,7 +124,7 @@ class RedriveClaims:
                         ExpressionAttributeValues={":record": {"S": record}, ":ledger": {"S": ledger}},
                     )
                 except ClientError as error:
-                    if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    if aws_code(error) != "ConditionalCheckFailedException":
                         raise
 
     def note(self, moves: Sequence[tuple[str, str]]) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rdss.aws.failures import aws_code
 from rdss.repository.entries import (
     KEY_ATTRIBUTE,
     RETENTION_SECONDS,
@@ -162,7 +163,7 @@ class LocalDataRepository:
                 claim.outcome = ClaimOutcome.CLAIMED
                 return
             except ClientError as error:
-                code = error.response.get("Error", {}).get("Code", "")
+                code = aws_code(error)
                 if code == "ConditionalCheckFailedException":
                     existing = error.response.get("Item") or self._holder(claim.key)
                     if existing is not None:
@@ -189,7 +190,7 @@ class LocalDataRepository:
             self._count()
             response = self.client.get_item(TableName=self.table, Key={self.key: {"S": key}}, ConsistentRead=True)
         except ClientError as error:
-            if not _transient(error.response.get("Error", {}).get("Code", "")):
+            if not _transient(aws_code(error)):
                 raise
             self.sleep(_delay(1))
             return None
@@ -301,7 +302,7 @@ class LocalDataRepository:
                     self.client.transact_write_items(TransactItems=items)
                     break
                 except ClientError as error:
-                    code = error.response.get("Error", {}).get("Code", "")
+                    code = aws_code(error)
                     reasons = {r.get("Code", "") for r in error.response.get("CancellationReasons") or []}
                     transient = code in _THROTTLING or bool(reasons & _THROTTLING)
                     if not transient or attempt == _CLAIM_ATTEMPTS - 1:
@@ -339,7 +340,7 @@ def create_table(client: Any, table: str, *, key: str = KEY_ATTRIBUTE) -> None:
             BillingMode="PAY_PER_REQUEST",
         )
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") != "ResourceInUseException":
+        if aws_code(error) != "ResourceInUseException":
             raise
         return
     client.get_waiter("table_exists").wait(TableName=table)

@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.aws.clients import CLIENT_CONFIG, assumed_session
 from rdss.aws.clients import client as aws_client
-from rdss.aws.failures import Answered, describe, unusable
+from rdss.aws.failures import Answered, aws_code, describe, unusable
 from rdss.aws.putrecords import MAX_RECORD_DATA
 from rdss.deployment.topology import Deployment, lease_key
 from rdss.gateway.backend import (
@@ -76,7 +76,7 @@ class KinesisLog:
             try:
                 response = self.kinesis.list_shards(**kwargs)
             except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                if aws_code(error) == "ResourceNotFoundException":
                     raise TransportError(f"stream {self.stream} does not exist") from error
                 raise
             shards.extend(response["Shards"])
@@ -111,7 +111,7 @@ class KinesisLog:
         try:
             response = self.kinesis.get_records(ShardIterator=iterator, Limit=min(limit, 10_000))
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
+            code = aws_code(error)
             if code == "ExpiredIteratorException":  # iterators last five minutes: take a new one
                 self.open(partition, StartAt("after", last) if last is not None else start)
                 return ReadResult([])
@@ -162,7 +162,7 @@ class KinesisLog:
 
 def _refused(error: ClientError) -> bool:
     """AWS answered, and refused the caller this call: the deployment is there."""
-    return error.response.get("Error", {}).get("Code", "") in ("AccessDenied", "AccessDeniedException")
+    return aws_code(error) in ("AccessDenied", "AccessDeniedException")
 
 
 def _epoch(value: Any) -> float | None:
@@ -222,9 +222,9 @@ class KinesisTransport(LogTransport):
             try:
                 self.kinesis.list_shards(StreamName=address, MaxResults=1)
             except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                if aws_code(error) == "ResourceNotFoundException":
                     raise TransportError(f"stream {address} does not exist") from None
-                if not unusable(error.response.get("Error", {}).get("Code", "")) or _refused(error):
+                if not unusable(aws_code(error)) or _refused(error):
                     continue
                 raise TransportError(describe(error)) from None
             except BotoCoreError as error:

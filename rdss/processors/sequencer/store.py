@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from botocore.exceptions import ClientError
 
 from rdss.aws.conditions import conditional, equal, items
+from rdss.aws.failures import aws_code
 
 PENDING, COMPLETE, EXPIRED, TIMED_OUT = "PENDING", "COMPLETE", "EXPIRED", "TIMED_OUT"
 
@@ -136,7 +137,7 @@ class SequenceStore:
         try:
             body: bytes = self.s3.get_object(Bucket=self.bucket, Key=self.part_key(sequence, position))["Body"].read()
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if aws_code(error) in ("NoSuchKey", "404"):
                 return None
             raise
         return body
