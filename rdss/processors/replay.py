@@ -26,22 +26,39 @@ options, status and counts) and one row per record sent under ``replay:<name>``.
 noted once PutRecords accepted it; a run stopped between the two sends it again when resumed,
 and the broker (or the group's receivers, which de-duplicate a replay under its own key) drop the
 second copy - so each selected record is delivered once per replay.
+
+One run at a time: a run claims its replay's row with a conditional write - its own id as
+``leaseOwner`` and ``leaseUntil`` (epoch seconds) :data:`LEASE` ahead - renews it every quarter of
+that from a background thread while it runs (each batch's count is written only while it holds it)
+and gives it up when it ends. A second start of the same name is refused while the claim holds; a
+run that died unannounced (SIGKILL, a lost machine) holds it until ``leaseUntil`` passes, and
+then a start resumes it. The checkpoints table's consumer leases (:mod:`rdss.gateway.checkpoints`)
+expire by a counter each worker watches; a replay's claim is read by a start that cannot wait to
+watch it, so it carries its expiry, by the clocks of the machines that run replays.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+from botocore.exceptions import BotoCoreError, ClientError
 
 from rdss.archive.entries import Entry, archived_at
-from rdss.archive.listing import Archived, ArchiveListing
+from rdss.archive.listing import Archived, ArchiveListing, Stopped
+from rdss.aws.conditions import conditional
 from rdss.aws.putrecords import PutRecordsBatcher, Record
 from rdss.deployment.topology import RDSS, Deployment
+from rdss.host.display import shorten
 from rdss.model import history
 from rdss.model import replay as replays
 from rdss.model.conflicts import DIGEST_ATTRIBUTE, message_digest
@@ -58,6 +75,11 @@ KEEP = timedelta(days=35)
 _ARCHIVE_LAG = timedelta(hours=1)
 #: The latest --until whose window (until + the archive's lag) is still a datetime.
 _LAST_UNTIL = datetime.max.replace(tzinfo=UTC) - _ARCHIVE_LAG
+#: How long a run's claim on its replay lasts unrenewed (it renews it every quarter of that): a
+#: start of a replay whose run died waits at most this long.
+LEASE = timedelta(seconds=60)
+#: The longest a paced run sleeps before it looks at its stop request again.
+_NAP = 0.5
 #: Records put (and noted) at a time.
 BATCH = 100
 _WRITE_BATCH = 25
@@ -82,6 +104,10 @@ class Selection:
             raise ValueError("--until must be after --since")
         if self.until > _LAST_UNTIL:
             raise ValueError(f"--until {self.until.isoformat()} is beyond the last hour an archive can name")
+        try:
+            self.since.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(f"--since {self.since.isoformat()} is before the first hour an archive can name") from None
 
     def archives(self) -> tuple[str, ...]:
         return ("audit",) if self.channel == "input" else ("errors",)
@@ -161,6 +187,11 @@ def source_of(found: Archived) -> str:
     return "/".join(identity) if identity is not None else f"{found.key}#{found.line}"
 
 
+def shown(name: str) -> str:
+    """A replay's name as a message quotes it: a name too long to be one is cut to its start."""
+    return repr(shorten(name, 60))
+
+
 def into_group(into: str) -> str | None:
     """``group:G`` -> G; ``input`` -> None.
 
@@ -186,7 +217,7 @@ class Spec:
 
     def __post_init__(self) -> None:
         if not replays.NAME.match(self.name):
-            raise ValueError(f"replay name {self.name!r}: letters, digits, '.', '_' and '-', up to 64")
+            raise ValueError(f"replay name {shown(self.name)}: letters, digits, '.', '_' and '-', up to 64")
         into_group(self.into)
 
     def options(self) -> dict[str, Any]:
@@ -233,6 +264,35 @@ class ReplayExists(LookupError):
     """A replay of that name exists with other options, or was cancelled."""
 
 
+class ReplayRunning(ReplayExists):
+    """Another run holds the replay (its claim has not lapsed)."""
+
+
+class NotDeployed(LookupError):
+    """A table the replay needs is not there: most likely the environment is misnamed."""
+
+
+@contextmanager
+def needs(what: str, environment: str) -> Iterator[None]:
+    """AWS calls on ``what`` (``checkpoints table rdss-dev-checkpoints``): its absence is said as
+    ``rdss redrive`` says a queue's, naming it and asking whether the environment is deployed.
+
+    Raises:
+        NotDeployed: AWS answered ResourceNotFoundException.
+    """
+    try:
+        yield
+    except ClientError as error:
+        if (error.response or {}).get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        raise NotDeployed(f"no {what} (is {environment!r} deployed?)") from error
+
+
+def run_id() -> str:
+    """A run's id, its claim's owner: host, process and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
 class Progress:
     """Replays and their progress in the ``checkpoints`` table (see the module docstring)."""
 
@@ -262,40 +322,96 @@ class Progress:
             rows.extend(_row(item) for item in page.get("Items", []))
         return rows
 
-    def begin(self, spec: Spec) -> dict[str, Any]:
-        """The replay's row: made, or found with the same options (a resumed run).
+    def begin(self, spec: Spec, owner: str) -> dict[str, Any]:
+        """Claim the replay for the run ``owner``: its row made, or found with the same options (a
+        resumed run) and no live claim on it.
 
         Raises:
+            ReplayRunning: another run holds it.
             ReplayExists: it exists with other options, or was cancelled.
         """
-        existing = self.get(spec.name)
         options = orjson.dumps(spec.options(), option=orjson.OPT_SORT_KEYS).decode()
-        if existing is not None:
-            if existing.get("options") != options:
-                raise ReplayExists(f"replay {spec.name} exists with other options: {existing.get('options')}")
-            if existing.get("status") == "cancelled":
-                raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
-            self.update(spec.name, status="running")
-            return existing
-        now = _text(datetime.fromtimestamp(self.clock(), UTC))
-        row = {"name": spec.name, "options": options, "status": "running", "created": now, "sent": 0}
-        self.client.put_item(
+        now = self.clock()
+        stamp = _text(datetime.fromtimestamp(now, UTC))
+        claim = {"leaseOwner": {"S": owner}, "leaseUntil": {"N": str(int(now + LEASE.total_seconds()))}}
+        existing = self.get(spec.name)
+        if existing is None:
+            made = conditional(
+                self.client.put_item,
+                TableName=self.table,
+                Item={
+                    "lease": {"S": REPLAYS},
+                    "shardId": {"S": spec.name},
+                    "options": {"S": options},
+                    "status": {"S": "running"},
+                    "created": {"S": stamp},
+                    "updated": {"S": stamp},
+                    "sent": {"N": "0"},
+                    "expiresAt": self._expires(),
+                    **claim,
+                },
+                ConditionExpression="attribute_not_exists(lease)",
+            )
+            if made is not None:
+                return {"name": spec.name, "options": options, "status": "running", "created": stamp, "sent": 0}
+            existing = self.get(spec.name) or {}  # another start made it first: its claim decides
+        self._refuse(spec.name, existing, options, now)
+        claimed = conditional(
+            self.client.update_item,
             TableName=self.table,
-            Item={
-                "lease": {"S": REPLAYS},
-                "shardId": {"S": spec.name},
-                "options": {"S": options},
-                "status": {"S": "running"},
-                "created": {"S": now},
-                "updated": {"S": now},
-                "sent": {"N": "0"},
-                "expiresAt": self._expires(),
+            Key={"lease": {"S": REPLAYS}, "shardId": {"S": spec.name}},
+            UpdateExpression="SET #t = :running, #u = :u, #e = :e, leaseOwner = :me, leaseUntil = :until",
+            # the same options, not cancelled, and nobody's live claim: one start wins the row
+            ConditionExpression=(
+                "#o = :options AND #t <> :cancelled AND (attribute_not_exists(leaseOwner) OR leaseUntil < :now)"
+            ),
+            ExpressionAttributeNames={"#t": "status", "#u": "updated", "#e": "expiresAt", "#o": "options"},
+            ExpressionAttributeValues={
+                ":running": {"S": "running"},
+                ":cancelled": {"S": "cancelled"},
+                ":options": {"S": options},
+                ":u": {"S": stamp},
+                ":e": self._expires(),
+                ":me": claim["leaseOwner"],
+                ":until": claim["leaseUntil"],
+                ":now": {"N": str(int(now))},
             },
-            ConditionExpression="attribute_not_exists(lease)",
         )
-        return row
+        if claimed is None:  # changed since it was read: say what it is now
+            self._refuse(spec.name, self.get(spec.name) or {}, options, now)
+            raise ReplayRunning(f"replay {spec.name} is being started by another run")
+        return existing
 
-    def update(self, name: str, *, status: str | None = None, sent: int = 0, selected: int | None = None) -> None:
+    @staticmethod
+    def _refuse(name: str, row: Mapping[str, Any], options: str, now: float) -> None:
+        """Raise why a start cannot claim ``row``, if it cannot."""
+        if row.get("options") != options:
+            raise ReplayExists(f"replay {name} exists with other options: {row.get('options')}")
+        if row.get("status") == "cancelled":
+            raise ReplayExists(f"replay {name} was cancelled; start another name")
+        until = row.get("leaseUntil")
+        if row.get("leaseOwner") and isinstance(until, int) and until >= int(now):
+            raise ReplayRunning(
+                f"replay {name} is running (run {row['leaseOwner']}, its claim renewed until"
+                f" {_text(datetime.fromtimestamp(until, UTC))}): one run at a time; a run that died frees it then"
+            )
+
+    def renew(self, name: str, owner: str) -> bool:
+        """Push the claim of run ``owner`` :data:`LEASE` ahead; False when it no longer holds it."""
+        return self._claimed(name, owner, "SET leaseUntil = :until", {":until": self._until()})
+
+    def update(
+        self,
+        name: str,
+        *,
+        status: str | None = None,
+        sent: int = 0,
+        selected: int | None = None,
+        owner: str | None = None,
+        release: bool = False,
+    ) -> bool:
+        """Note a run's progress. With ``owner``, only while that run holds the replay (False when
+        it does not); ``release`` gives its claim up."""
         names = {"#u": "updated", "#e": "expiresAt", "#s": "sent"}
         values: dict[str, Any] = {
             ":u": {"S": _text(datetime.fromtimestamp(self.clock(), UTC))},
@@ -309,13 +425,35 @@ class Progress:
         if selected is not None:
             names["#c"], values[":c"] = "selected", {"N": str(selected)}
             sets.append("#c = :c")
+        update = "SET " + ", ".join(sets) + " ADD #s :n" + (" REMOVE leaseOwner, leaseUntil" if release else "")
+        if owner is not None:
+            return self._claimed(name, owner, update, values, names)
         self.client.update_item(
             TableName=self.table,
             Key={"lease": {"S": REPLAYS}, "shardId": {"S": name}},
-            UpdateExpression="SET " + ", ".join(sets) + " ADD #s :n",
+            UpdateExpression=update,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
+        return True
+
+    def _until(self) -> dict[str, str]:
+        return {"N": str(int(self.clock() + LEASE.total_seconds()))}
+
+    def _claimed(
+        self, name: str, owner: str, update: str, values: dict[str, Any], names: dict[str, str] | None = None
+    ) -> bool:
+        """``update`` the replay's row if run ``owner`` holds it."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"lease": {"S": REPLAYS}, "shardId": {"S": name}},
+            "UpdateExpression": update,
+            "ConditionExpression": "leaseOwner = :me",
+            "ExpressionAttributeValues": values | {":me": {"S": owner}},
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        return conditional(self.client.update_item, **request) is not None
 
     def cancel(self, name: str) -> bool:
         """Mark it cancelled (a running start stops at its next batch); False when there is none."""
@@ -402,11 +540,21 @@ class Replayer:
         self.clock = clock
         self.sleep = sleep
 
-    def select(self, selection: Selection, name: str | None = None) -> Iterator[Archived]:
+    def needs(self, table: str) -> AbstractContextManager[None]:
+        """AWS calls on the deployment's ``table`` (:func:`needs`)."""
+        return needs(f"{table} table {self.deployment.table(table)}", self.deployment.environment)
+
+    def select(
+        self, selection: Selection, name: str | None = None, *, stop: Callable[[], bool] = lambda: False
+    ) -> Iterator[Archived]:
         """The selected records in archive order, each identity once (Firehose is at least once),
-        leaving out what replay ``name`` itself sent (archived too, maybe inside the window)."""
+        leaving out what replay ``name`` itself sent (archived too, maybe inside the window).
+
+        Raises:
+            Stopped: ``stop`` said so (asked between two reads of the archive).
+        """
         seen: set[str] = set()
-        for found in self.listing.entries(selection.window(), selection.archives()):
+        for found in self.listing.entries(selection.window(), selection.archives(), stop=stop):
             if not selection.matches(self.deployment, found):
                 continue
             if name is not None and _sent_by(found.entry.payload, name):
@@ -425,41 +573,79 @@ class Replayer:
         on_batch: Callable[[Summary], None] | None = None,
         stop: Callable[[], bool] = lambda: False,
     ) -> Summary:
-        """Send (or count) the records ``spec`` selects that no earlier run of it sent.
+        """Send (or count) the records ``spec`` selects that no earlier run of it sent. ``stop``
+        is asked between two reads of the archive and before each batch: once it is true the run
+        ends ``interrupted``, its progress kept for a resume.
 
         Raises:
+            ReplayRunning: another run holds the replay.
             ReplayExists: a replay of that name has other options, or was cancelled.
             ClientError, BotoCoreError: AWS refused.
         """
         summary = Summary(spec.name, spec.into, dry_run)
-        existing = self.progress.get(spec.name)
-        if not dry_run:
-            self.progress.begin(spec)
-        elif existing is not None and existing.get("status") == "cancelled":
-            raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
+        if dry_run:
+            with self.needs("checkpoints"):
+                existing = self.progress.get(spec.name)
+            if existing is not None and existing.get("status") == "cancelled":
+                raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
+            return self._run(spec, summary, None, rate, on_batch, stop, existed=existing is not None)
+        owner = run_id()
+        with self.needs("checkpoints"):
+            self.progress.begin(spec, owner)
+        claim = _Claim(self.progress, spec.name, owner)
+        try:
+            summary = self._run(spec, summary, owner, rate, on_batch, lambda: stop() or claim.lost.is_set())
+        finally:
+            claim.stop()
+            if summary.status == "running":  # died on an exception: the claim goes, the status stays
+                self.progress.update(spec.name, owner=owner, release=True)
+        if claim.lost.is_set() and not summary.problems:
+            summary.problems.append("another run took the replay over (this run's claim had lapsed)")
+        return summary
+
+    def _run(
+        self,
+        spec: Spec,
+        summary: Summary,
+        owner: str | None,
+        rate: float | None,
+        on_batch: Callable[[Summary], None] | None,
+        stop: Callable[[], bool],
+        *,
+        existed: bool = True,
+    ) -> Summary:
+        """The run itself: select, send batch by batch; ``owner`` None is a dry run."""
+        dry_run = owner is None
         started = self.clock()
         batch: list[Archived] = []
-        for found in self.select(spec.selection, spec.name):
-            summary.selected += 1
-            batch.append(found)
-            if len(batch) >= BATCH:
-                if not self._batch(spec, batch, summary, dry_run, rate, started, stop):
-                    break
-                batch = []
-                if on_batch is not None:
-                    on_batch(summary)
-        else:
-            if batch:
-                self._batch(spec, batch, summary, dry_run, rate, started, stop)
-            if summary.status == "running":
-                summary.status = "done" if not summary.failed else "interrupted"
+        complete = False  # the whole selection was read: ``selected`` counts it
+        try:
+            for found in self.select(spec.selection, spec.name, stop=stop):
+                summary.selected += 1
+                batch.append(found)
+                if len(batch) >= BATCH:
+                    if not self._batch(spec, batch, summary, owner, rate, started, stop):
+                        break
+                    batch = []
+                    if on_batch is not None:
+                        on_batch(summary)
+            else:
+                complete = True
+                if batch:
+                    self._batch(spec, batch, summary, owner, rate, started, stop)
+                if summary.status == "running":
+                    summary.status = "done" if not summary.failed else "interrupted"
+        except Stopped:
+            summary.status = "interrupted"
         if summary.status == "running":
             summary.status = "interrupted"
         if on_batch is not None:
             on_batch(summary)
         if not dry_run:
-            self.progress.update(spec.name, status=summary.status, selected=summary.selected)
-        elif existing is None:
+            assert owner is not None
+            selected = summary.selected if complete else None
+            self.progress.update(spec.name, status=summary.status, selected=selected, owner=owner, release=True)
+        elif not existed:
             summary.status = "dry run"
         return summary
 
@@ -468,12 +654,12 @@ class Replayer:
         spec: Spec,
         batch: list[Archived],
         summary: Summary,
-        dry_run: bool,
+        owner: str | None,
         rate: float | None,
         started: float,
         stop: Callable[[], bool],
     ) -> bool:
-        """Send one batch; False: stop (cancelled, interrupted, refused)."""
+        """Send one batch (``owner`` None: count it); False: stop (cancelled, interrupted, refused)."""
         if stop():
             summary.status = "interrupted"
             return False
@@ -498,22 +684,31 @@ class Replayer:
             records.append(record)
             if grant is not None:
                 grants.append(grant)
-        if dry_run or not records:
+        if owner is None or not records:
             return True
         if rate:
-            # bound the pace: the batch goes once the records sent so far fit the rate
-            wait = (summary.sent + len(records)) / rate - (self.clock() - started)
-            if wait > 0:
-                self.sleep(wait)
+            # bound the pace: the batch goes once the records sent so far fit the rate; a stop
+            # request is heard while it waits
+            due = (summary.sent + len(records)) / rate
+            while (wait := due - (self.clock() - started)) > 0:
+                if stop():
+                    summary.status = "interrupted"
+                    return False
+                self.sleep(min(wait, _NAP))
         if grants:
-            self.grants.put_many(grants)  # before the records: the broker looks for them on arrival
+            with self.needs("messages"):  # before the records: the broker looks for them on arrival
+                self.grants.put_many(grants)
         report = self.batcher.put(records)
         sent = [(str(d.record.token), f"{d.shard_id}/{d.sequence_number}") for d in report.delivered]
         self.progress.note(spec.name, sent)
-        self.progress.update(spec.name, sent=len(sent))
+        held = self.progress.update(spec.name, sent=len(sent), owner=owner)
         summary.sent += len(sent)
         summary.failed += len(report.failed)
         summary.problems.extend(f"{f.record.token}: {f.error_code} {f.error_message}" for f in report.failed[:5])
+        if not held:
+            summary.problems.append("another run took the replay over (this run's claim had lapsed)")
+            summary.status = "interrupted"
+            return False
         return not report.failed
 
     def _plan(
@@ -547,3 +742,31 @@ class Replayer:
             {DIGEST_ATTRIBUTE: message_digest(verdict.message), "replay": spec.name, "source": source},
         )
         return Record(stream, payload, key, token=source), grant
+
+
+class _Claim:
+    """A run's claim on its replay, renewed every quarter of :data:`LEASE` on a thread of its own
+    (a slow batch, a paced wait or a long read of the archive does not let it lapse); ``lost`` is
+    set when a renewal finds another run holds it."""
+
+    def __init__(self, progress: Progress, name: str, owner: str) -> None:
+        self.progress = progress
+        self.name = name
+        self.owner = owner
+        self.lost = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name=f"replay-claim-{name}", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        while not self._stopped.wait(LEASE.total_seconds() / 4):
+            try:
+                if not self.progress.renew(self.name, self.owner):
+                    self.lost.set()
+                    return
+            except (ClientError, BotoCoreError):  # AWS out of reach a moment: the next renewal may pass
+                continue
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()

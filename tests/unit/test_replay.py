@@ -207,7 +207,8 @@ def test_a_run_sends_each_selected_record_once_grants_each_and_a_resumed_run_ski
     assert (dry.selected, dry.sent, dry.status) == (7, 0, "dry run")  # each identity once
     assert put_on(aws, "input") == []
     monkeypatch.setattr("rdss.processors.replay.BATCH", 3)
-    stopped = replayer(aws, clock).run(spec, stop=iter([False, True]).__next__)
+    asked: list[int] = []  # a stop request after the first batch
+    stopped = replayer(aws, clock).run(spec, stop=lambda: bool(asked), on_batch=lambda _: asked.append(1))
     assert (stopped.sent, stopped.status) == (3, "interrupted")
     resumed = replayer(aws, clock).run(spec)
     assert (resumed.selected, resumed.already, resumed.sent, resumed.status) == (7, 3, 4, "done")
