@@ -89,7 +89,9 @@ def run_start(args: argparse.Namespace) -> int:
     was), against a grant written in the broker's table, which no producer can write; with --into group:GROUP straight
     onto its routed channel, where only GROUP's receivers take it (hop rdss-replay/NAME/GROUP). Progress is kept in the
     deployment's checkpoints table: start NAME again with the same options to resume an interrupted replay (nothing it
-    sent is sent again). --dry-run counts; --rate bounds the pace. Exit 1 when records were refused.
+    sent is sent again). One run at a time: a start claims NAME while it runs (a second start is refused; a run killed
+    outright holds it a minute at most). Ctrl-C or SIGTERM stops it at its next call to AWS, resumable. --dry-run
+    counts; --rate bounds the pace. Exit 1 when records were refused.
     """
     from rdss.processors.replay import Selection, Spec
 
