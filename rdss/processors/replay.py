@@ -588,17 +588,22 @@ class Replayer:
                 existing = self.progress.get(spec.name)
             if existing is not None and existing.get("status") == "cancelled":
                 raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
-            return self._run(spec, summary, None, rate, on_batch, stop, existed=existing is not None)
+            self._run(spec, summary, None, rate, on_batch, stop)
+            if existing is None and summary.status == "done":
+                summary.status = "dry run"
+            return summary
         owner = run_id()
         with self.needs("checkpoints"):
             self.progress.begin(spec, owner)
         claim = _Claim(self.progress, spec.name, owner)
         try:
-            summary = self._run(spec, summary, owner, rate, on_batch, lambda: stop() or claim.lost.is_set())
+            complete = self._run(spec, summary, owner, rate, on_batch, lambda: stop() or claim.lost.is_set())
         finally:
-            claim.stop()
+            claim.stop()  # before the claim is given up: a renewal after would find it gone
             if summary.status == "running":  # died on an exception: the claim goes, the status stays
                 self.progress.update(spec.name, owner=owner, release=True)
+        selected = summary.selected if complete else None  # only a selection read whole is counted
+        self.progress.update(spec.name, status=summary.status, selected=selected, owner=owner, release=True)
         if claim.lost.is_set() and not summary.problems:
             summary.problems.append("another run took the replay over (this run's claim had lapsed)")
         return summary
@@ -611,11 +616,9 @@ class Replayer:
         rate: float | None,
         on_batch: Callable[[Summary], None] | None,
         stop: Callable[[], bool],
-        *,
-        existed: bool = True,
-    ) -> Summary:
-        """The run itself: select, send batch by batch; ``owner`` None is a dry run."""
-        dry_run = owner is None
+    ) -> bool:
+        """The run itself: select, send batch by batch (``owner`` None: a dry run); True when the
+        whole selection was read."""
         started = self.clock()
         batch: list[Archived] = []
         complete = False  # the whole selection was read: ``selected`` counts it
@@ -641,13 +644,7 @@ class Replayer:
             summary.status = "interrupted"
         if on_batch is not None:
             on_batch(summary)
-        if not dry_run:
-            assert owner is not None
-            selected = summary.selected if complete else None
-            self.progress.update(spec.name, status=summary.status, selected=selected, owner=owner, release=True)
-        elif not existed:
-            summary.status = "dry run"
-        return summary
+        return complete
 
     def _batch(
         self,

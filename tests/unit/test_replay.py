@@ -501,3 +501,26 @@ def test_a_deployment_without_its_tables_is_named_with_its_environment(aws: dict
 def test_a_since_before_the_first_utc_hour_is_refused():
     with pytest.raises(ValueError, match="before the first hour"):
         Selection(datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))), T0)
+
+
+def test_a_running_replay_keeps_its_claim_past_its_lease_by_renewing_it(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+):
+    import time
+
+    archived(aws, [orjson.dumps(Workload(110 + i).message("MetadataCreate", "Event")) for i in range(4)])
+    monkeypatch.setattr("rdss.processors.replay.BATCH", 2)
+    monkeypatch.setattr("rdss.processors.replay.LEASE", timedelta(seconds=2))  # renewed every 0.5 s
+    spec = Spec("slow", Selection(T0, T0 + timedelta(hours=1)))
+    refused: list[str] = []
+
+    def slow_batch(_: Any) -> None:
+        if not refused:
+            time.sleep(3.5)  # a batch slower than the lease: only renewals keep the claim
+            with pytest.raises(ReplayRunning) as raised:
+                replayer(aws, Clock()).run(spec)
+            refused.append(str(raised.value))
+
+    summary = replayer(aws, Clock()).run(spec, on_batch=slow_batch)
+    assert (summary.status, summary.sent, summary.problems) == ("done", 4, [])
+    assert len(refused) == 1
