@@ -68,9 +68,12 @@ _KEYS = frozenset({"rdssArchive", "stream", "shard", "sequenceNumber", "partitio
 
 
 def hour_prefix(base: str, moment: datetime) -> str:
-    """``<base>year=YYYY/month=MM/day=DD/hour=HH/`` for the UTC hour of ``moment``."""
+    """``<base>year=YYYY/month=MM/day=DD/hour=HH/`` for the UTC hour of ``moment``.
+
+    Every field is zero-padded, as Firehose's ``yyyy`` is: ``%Y`` would write the year 1 as
+    ``year=1`` on glibc, a prefix no delivery makes and :func:`archived_at` cannot read."""
     utc = moment.astimezone(UTC)
-    return f"{base}year={utc:%Y}/month={utc:%m}/day={utc:%d}/hour={utc:%H}/"
+    return f"{base}year={utc.year:04d}/month={utc.month:02d}/day={utc.day:02d}/hour={utc.hour:02d}/"
 
 
 def object_key(base: str, moment: datetime, delivery_stream: str, version: int = 1) -> str:

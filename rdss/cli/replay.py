@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from rdss.cli.common import (
@@ -18,7 +20,7 @@ from rdss.cli.common import (
 )
 from rdss.cli.options import add_group, add_json_option, add_rate_option, deployment_command
 from rdss.cli.redrive import deployment_names
-from rdss.host.display import printable
+from rdss.host.display import printable, shorten
 from rdss.model import timestamps
 
 
@@ -82,9 +84,11 @@ def run_start(args: argparse.Namespace) -> int:
     was), against a grant written in the broker's table, which no producer can write; with --into group:GROUP straight
     onto its routed channel, where only GROUP's receivers take it (hop rdss-replay/NAME/GROUP). Progress is kept in the
     deployment's checkpoints table: start NAME again with the same options to resume an interrupted replay (nothing it
-    sent is sent again). --dry-run counts; --rate bounds the pace. Exit 1 when records were refused.
+    sent is sent again). One run at a time: a start claims NAME while it runs (a second start is refused; a run killed
+    outright holds it a minute at most). Ctrl-C or SIGTERM stops it at its next call to AWS, resumable. --dry-run
+    counts; --rate bounds the pace. Exit 1 when records were refused.
     """
-    from rdss.processors.replay import ReplayExists, Selection, Spec
+    from rdss.processors.replay import Selection, Spec
 
     try:
         selection = Selection(
@@ -106,7 +110,7 @@ def run_start(args: argparse.Namespace) -> int:
             summary = replayer.run(
                 spec, dry_run=args.dry_run, rate=args.rate, on_batch=bar.show if bar else None, stop=stop.is_set
             )
-    except ReplayExists as error:
+    except LookupError as error:  # ReplayExists, ReplayRunning, NotDeployed
         raise CommandError(str(error.args[0])) from error
     finally:
         if bar is not None:
@@ -141,21 +145,37 @@ class _Bar:
             print(file=sys.stderr)
 
 
-def _progress(args: argparse.Namespace, command: str) -> Any:
-    """The replays' progress, kept in the deployment's checkpoints table: what list, status and cancel read."""
-    return _replayer(args, command).progress
+@contextmanager
+def _checkpoints(replayer: Any) -> Iterator[None]:
+    """Calls on the replays' progress, kept in the deployment's checkpoints table (what list,
+    status and cancel read): AWS's failures are one line, and a table that is not there is named
+    (the environment's name is most likely wrong), as ``rdss redrive`` names a queue."""
+    from rdss.processors.replay_progress import NotDeployed
+
+    try:
+        with aws_failures_are_usage(), replayer.needs("checkpoints"):
+            yield
+    except NotDeployed as error:
+        raise CommandError(str(error.args[0])) from error
 
 
 def _no_such(name: str) -> int:
-    print(printable(f"no replay {name}"), file=sys.stderr)
+    print(printable(f"no replay {shorten(name, 60)}"), file=sys.stderr)
     return INVALID
+
+
+def _named(name: str) -> bool:
+    """Whether ``name`` can name a replay (one that cannot is not looked for)."""
+    from rdss.model.replay import NAME
+
+    return NAME.match(name) is not None
 
 
 def run_list(args: argparse.Namespace) -> int:
     """The replays of the deployment (kept 35 days after their last change), each with its status and counts."""
-    progress = _progress(args, "replay list")
-    with aws_failures_are_usage():
-        rows = progress.list()
+    replayer = _replayer(args, "replay list")
+    with _checkpoints(replayer):
+        rows = replayer.progress.list()
     if args.json:
         print_json(rows)
     elif not rows:
@@ -166,19 +186,27 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _describe(row: dict[str, Any]) -> str:
+    held = row.get("leaseUntil")
     return (
         f"{row['name']}: {row.get('status')}, {row.get('sent', 0)} sent"
         + (f" of {row['selected']} selected" if "selected" in row else "")
         + f", started {row.get('created')}, last {row.get('updated')}"
+        + (f", held by run {row.get('leaseOwner')} until {timestamps.format(_epoch(held))}" if held else "")
     )
+
+
+def _epoch(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def run_status(args: argparse.Namespace) -> int:
     """One replay: its options (selection and target), status, the records it selected and sent. Exit 1 when there
     is no replay of that name."""
-    progress = _progress(args, "replay status")
-    with aws_failures_are_usage():
-        row = progress.get(args.name)
+    if not _named(args.name):
+        return _no_such(args.name)
+    replayer = _replayer(args, "replay status")
+    with _checkpoints(replayer):
+        row = replayer.progress.get(args.name)
     if row is None:
         return _no_such(args.name)
     if args.json:
@@ -192,9 +220,11 @@ def run_status(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     """Cancel a replay: a start running it stops before its next batch, and it cannot be resumed (what it sent stays
     sent). Exit 1 when there is no replay of that name."""
-    progress = _progress(args, "replay cancel")
-    with aws_failures_are_usage():
-        found = progress.cancel(args.name)
+    if not _named(args.name):
+        return _no_such(args.name)
+    replayer = _replayer(args, "replay cancel")
+    with _checkpoints(replayer):
+        found = replayer.progress.cancel(args.name)
     if not found:
         return _no_such(args.name)
     print(printable(f"replay {args.name} cancelled"))

@@ -20,18 +20,28 @@ uses too) and sent again:
   replay and the group: only G's receivers take it (:meth:`rdss.model.replay.Mark.reaches`);
   the others settle it unseen. Only valid whole messages can be replayed so.
 
-A replay's progress lies in the ``checkpoints`` table, under keys no vendor's role can write
+A replay's progress lies in the ``checkpoints`` table (:mod:`rdss.processors.replay_progress`), under keys no vendor's role can write
 (theirs are ``<group>#<stream>``, exactly): the replay itself under ``replays``/``<name>`` (its
 options, status and counts) and one row per record sent under ``replay:<name>``. A record is
 noted once PutRecords accepted it; a run stopped between the two sends it again when resumed,
 and the broker (or the group's receivers, which de-duplicate a replay under its own key) drop the
 second copy - so each selected record is delivered once per replay.
+
+One run at a time: a run claims its replay's row with a conditional write - its own id as
+``leaseOwner`` and ``leaseUntil`` (epoch seconds) :data:`LEASE` ahead - renews it every quarter of
+that from a background thread while it runs (each batch's count is written only while it holds it)
+and gives it up when it ends. A second start of the same name is refused while the claim holds; a
+run that died unannounced (SIGKILL, a lost machine) holds it until ``leaseUntil`` passes, and
+then a start resumes it. The checkpoints table's consumer leases (:mod:`rdss.gateway.checkpoints`)
+expire by a counter each worker watches; a replay's claim is read by a start that cannot wait to
+watch it, so it carries its expiry, by the clocks of the machines that run replays.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,28 +49,34 @@ from typing import Any
 import orjson
 
 from rdss.archive.entries import Entry, archived_at
-from rdss.archive.listing import Archived, ArchiveListing
+from rdss.archive.listing import Archived, ArchiveListing, Stopped
 from rdss.aws.putrecords import PutRecordsBatcher, Record
 from rdss.deployment.topology import RDSS, Deployment
+from rdss.host.display import shorten
 from rdss.model import history
 from rdss.model import replay as replays
 from rdss.model.conflicts import DIGEST_ATTRIBUTE, message_digest
 from rdss.model.validation import validate
+from rdss.processors.replay_progress import (
+    Claim,
+    Progress,
+    ReplayExists,
+    needs,
+    run_id,
+    utc_text,
+)
 from rdss.repository.dynamodb import LocalDataRepository
 
 #: The channels whose records are archived, and so can be replayed.
 CHANNELS = ("input", "invalid", "error")
-#: The checkpoints table's partition key of every replay's own row.
-REPLAYS = "replays"
-#: How long a replay's rows are kept after its last change.
-KEEP = timedelta(days=35)
 #: Firehose writes a record up to 15 minutes after it arrived: archive hours read past --until.
 _ARCHIVE_LAG = timedelta(hours=1)
 #: The latest --until whose window (until + the archive's lag) is still a datetime.
 _LAST_UNTIL = datetime.max.replace(tzinfo=UTC) - _ARCHIVE_LAG
+#: The longest a paced run sleeps before it looks at its stop request again.
+_NAP = 0.5
 #: Records put (and noted) at a time.
 BATCH = 100
-_WRITE_BATCH = 25
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,10 @@ class Selection:
             raise ValueError("--until must be after --since")
         if self.until > _LAST_UNTIL:
             raise ValueError(f"--until {self.until.isoformat()} is beyond the last hour an archive can name")
+        try:
+            self.since.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(f"--since {self.since.isoformat()} is before the first hour an archive can name") from None
 
     def archives(self) -> tuple[str, ...]:
         return ("audit",) if self.channel == "input" else ("errors",)
@@ -108,7 +128,7 @@ class Selection:
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
-        values["since"], values["until"] = _text(self.since), _text(self.until)
+        values["since"], values["until"] = utc_text(self.since), utc_text(self.until)
         values["ids"] = list(self.ids)
         return values
 
@@ -150,15 +170,16 @@ def _sent_by(payload: bytes, name: str) -> bool:
     return mark is not None and mark.name == name
 
 
-def _text(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def source_of(found: Archived) -> str:
     """A selected record's identity, the key of its progress row: ``<stream>/<shard>/<sequence>``,
     or for a legacy line its object and line."""
     identity = found.entry.identity
     return "/".join(identity) if identity is not None else f"{found.key}#{found.line}"
+
+
+def shown(name: str) -> str:
+    """A replay's name as a message quotes it: a name too long to be one is cut to its start."""
+    return repr(shorten(name, 60))
 
 
 def into_group(into: str) -> str | None:
@@ -186,7 +207,7 @@ class Spec:
 
     def __post_init__(self) -> None:
         if not replays.NAME.match(self.name):
-            raise ValueError(f"replay name {self.name!r}: letters, digits, '.', '_' and '-', up to 64")
+            raise ValueError(f"replay name {shown(self.name)}: letters, digits, '.', '_' and '-', up to 64")
         into_group(self.into)
 
     def options(self) -> dict[str, Any]:
@@ -229,155 +250,6 @@ class Summary:
         return "; ".join(parts) + f" ({self.status})"
 
 
-class ReplayExists(LookupError):
-    """A replay of that name exists with other options, or was cancelled."""
-
-
-class Progress:
-    """Replays and their progress in the ``checkpoints`` table (see the module docstring)."""
-
-    def __init__(self, dynamodb: Any, table: str, *, clock: Callable[[], float] = time.time) -> None:
-        self.client = dynamodb
-        self.table = table
-        self.clock = clock
-
-    def _expires(self) -> dict[str, str]:
-        return {"N": str(int(self.clock() + KEEP.total_seconds()))}
-
-    def get(self, name: str) -> dict[str, Any] | None:
-        item = self.client.get_item(
-            TableName=self.table, Key={"lease": {"S": REPLAYS}, "shardId": {"S": name}}, ConsistentRead=True
-        ).get("Item")
-        return None if item is None else _row(item)
-
-    def list(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        paginator = self.client.get_paginator("query")
-        for page in paginator.paginate(
-            TableName=self.table,
-            KeyConditionExpression="lease = :l",
-            ExpressionAttributeValues={":l": {"S": REPLAYS}},
-            ConsistentRead=True,
-        ):
-            rows.extend(_row(item) for item in page.get("Items", []))
-        return rows
-
-    def begin(self, spec: Spec) -> dict[str, Any]:
-        """The replay's row: made, or found with the same options (a resumed run).
-
-        Raises:
-            ReplayExists: it exists with other options, or was cancelled.
-        """
-        existing = self.get(spec.name)
-        options = orjson.dumps(spec.options(), option=orjson.OPT_SORT_KEYS).decode()
-        if existing is not None:
-            if existing.get("options") != options:
-                raise ReplayExists(f"replay {spec.name} exists with other options: {existing.get('options')}")
-            if existing.get("status") == "cancelled":
-                raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
-            self.update(spec.name, status="running")
-            return existing
-        now = _text(datetime.fromtimestamp(self.clock(), UTC))
-        row = {"name": spec.name, "options": options, "status": "running", "created": now, "sent": 0}
-        self.client.put_item(
-            TableName=self.table,
-            Item={
-                "lease": {"S": REPLAYS},
-                "shardId": {"S": spec.name},
-                "options": {"S": options},
-                "status": {"S": "running"},
-                "created": {"S": now},
-                "updated": {"S": now},
-                "sent": {"N": "0"},
-                "expiresAt": self._expires(),
-            },
-            ConditionExpression="attribute_not_exists(lease)",
-        )
-        return row
-
-    def update(self, name: str, *, status: str | None = None, sent: int = 0, selected: int | None = None) -> None:
-        names = {"#u": "updated", "#e": "expiresAt", "#s": "sent"}
-        values: dict[str, Any] = {
-            ":u": {"S": _text(datetime.fromtimestamp(self.clock(), UTC))},
-            ":e": self._expires(),
-            ":n": {"N": str(sent)},
-        }
-        sets = ["#u = :u", "#e = :e"]
-        if status is not None:
-            names["#t"], values[":t"] = "status", {"S": status}
-            sets.append("#t = :t")
-        if selected is not None:
-            names["#c"], values[":c"] = "selected", {"N": str(selected)}
-            sets.append("#c = :c")
-        self.client.update_item(
-            TableName=self.table,
-            Key={"lease": {"S": REPLAYS}, "shardId": {"S": name}},
-            UpdateExpression="SET " + ", ".join(sets) + " ADD #s :n",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
-
-    def cancel(self, name: str) -> bool:
-        """Mark it cancelled (a running start stops at its next batch); False when there is none."""
-        if self.get(name) is None:
-            return False
-        self.update(name, status="cancelled")
-        return True
-
-    def done(self, name: str, sources: Sequence[str]) -> set[str]:
-        """Which of ``sources`` an earlier run sent."""
-        found: set[str] = set()
-        unique = list(dict.fromkeys(sources))
-        for start in range(0, len(unique), 100):
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [{"lease": {"S": _rows(name)}, "shardId": {"S": s}} for s in unique[start : start + 100]],
-                    "ConsistentRead": True,
-                }
-            }
-            while request:
-                response = self.client.batch_get_item(RequestItems=request)
-                found.update(i["shardId"]["S"] for i in response.get("Responses", {}).get(self.table, []))
-                request = response.get("UnprocessedKeys") or {}
-        return found
-
-    def note(self, name: str, sent: Sequence[tuple[str, str]]) -> None:
-        """Note records sent: (source, the record it became ``<shard>/<sequence>``)."""
-        expires = self._expires()
-        for start in range(0, len(sent), _WRITE_BATCH):
-            request: dict[str, Any] = {
-                self.table: [
-                    {
-                        "PutRequest": {
-                            "Item": {
-                                "lease": {"S": _rows(name)},
-                                "shardId": {"S": source},
-                                "sentAs": {"S": record},
-                                "expiresAt": expires,
-                            }
-                        }
-                    }
-                    for source, record in sent[start : start + _WRITE_BATCH]
-                ]
-            }
-            while request:
-                request = self.client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
-
-
-def _rows(name: str) -> str:
-    """The partition key of one replay's per-record rows (no ``#``: no vendor's lease key)."""
-    return f"replay:{name}"
-
-
-def _row(item: Mapping[str, Any]) -> dict[str, Any]:
-    plain: dict[str, Any] = {"name": item["shardId"]["S"]}
-    for key, value in item.items():
-        if key in ("lease", "shardId", "expiresAt"):
-            continue
-        plain[key] = int(value["N"]) if "N" in value else value.get("S")
-    return plain
-
-
 class Replayer:
     """Runs replays against one Kinesis deployment."""
 
@@ -403,11 +275,21 @@ class Replayer:
         self.clock = clock
         self.sleep = sleep
 
-    def select(self, selection: Selection, name: str | None = None) -> Iterator[Archived]:
+    def needs(self, table: str) -> AbstractContextManager[None]:
+        """AWS calls on the deployment's ``table`` (:func:`needs`)."""
+        return needs(f"{table} table {self.deployment.table(table)}", self.deployment.environment)
+
+    def select(
+        self, selection: Selection, name: str | None = None, *, stop: Callable[[], bool] = lambda: False
+    ) -> Iterator[Archived]:
         """The selected records in archive order, each identity once (Firehose is at least once),
-        leaving out what replay ``name`` itself sent (archived too, maybe inside the window)."""
+        leaving out what replay ``name`` itself sent (archived too, maybe inside the window).
+
+        Raises:
+            Stopped: ``stop`` said so (asked between two reads of the archive).
+        """
         seen: set[str] = set()
-        for found in self.listing.entries(selection.window(), selection.archives()):
+        for found in self.listing.entries(selection.window(), selection.archives(), stop=stop):
             if not selection.matches(self.deployment, found):
                 continue
             if name is not None and _sent_by(found.entry.payload, name):
@@ -426,55 +308,90 @@ class Replayer:
         on_batch: Callable[[Summary], None] | None = None,
         stop: Callable[[], bool] = lambda: False,
     ) -> Summary:
-        """Send (or count) the records ``spec`` selects that no earlier run of it sent.
+        """Send (or count) the records ``spec`` selects that no earlier run of it sent. ``stop``
+        is asked between two reads of the archive and before each batch: once it is true the run
+        ends ``interrupted``, its progress kept for a resume.
 
         Raises:
+            ReplayRunning: another run holds the replay.
             ReplayExists: a replay of that name has other options, or was cancelled.
             ClientError, BotoCoreError: AWS refused.
         """
         summary = Summary(spec.name, spec.into, dry_run)
-        existing = self.progress.get(spec.name)
-        if not dry_run:
-            self.progress.begin(spec)
-        elif existing is not None and existing.get("status") == "cancelled":
-            raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
+        if dry_run:
+            with self.needs("checkpoints"):
+                existing = self.progress.get(spec.name)
+            if existing is not None and existing.get("status") == "cancelled":
+                raise ReplayExists(f"replay {spec.name} was cancelled; start another name")
+            self._run(spec, summary, None, rate, on_batch, stop)
+            if existing is None and summary.status == "done":
+                summary.status = "dry run"
+            return summary
+        owner = run_id()
+        with self.needs("checkpoints"):
+            self.progress.begin(spec, owner)
+        claim = Claim(self.progress, spec.name, owner)
+        try:
+            complete = self._run(spec, summary, owner, rate, on_batch, lambda: stop() or claim.lost.is_set())
+        finally:
+            claim.stop()  # before the claim is given up: a renewal after would find it gone
+            if summary.status == "running":  # died on an exception: the claim goes, the status stays
+                self.progress.update(spec.name, owner=owner, release=True)
+        selected = summary.selected if complete else None  # only a selection read whole is counted
+        self.progress.update(spec.name, status=summary.status, selected=selected, owner=owner, release=True)
+        if claim.lost.is_set() and not summary.problems:
+            summary.problems.append("another run took the replay over (this run's claim had lapsed)")
+        return summary
+
+    def _run(
+        self,
+        spec: Spec,
+        summary: Summary,
+        owner: str | None,
+        rate: float | None,
+        on_batch: Callable[[Summary], None] | None,
+        stop: Callable[[], bool],
+    ) -> bool:
+        """The run itself: select, send batch by batch (``owner`` None: a dry run); True when the
+        whole selection was read."""
         started = self.clock()
         batch: list[Archived] = []
-        for found in self.select(spec.selection, spec.name):
-            summary.selected += 1
-            batch.append(found)
-            if len(batch) >= BATCH:
-                if not self._batch(spec, batch, summary, dry_run, rate, started, stop):
-                    break
-                batch = []
-                if on_batch is not None:
-                    on_batch(summary)
-        else:
-            if batch:
-                self._batch(spec, batch, summary, dry_run, rate, started, stop)
-            if summary.status == "running":
-                summary.status = "done" if not summary.failed else "interrupted"
+        complete = False  # the whole selection was read: ``selected`` counts it
+        try:
+            for found in self.select(spec.selection, spec.name, stop=stop):
+                summary.selected += 1
+                batch.append(found)
+                if len(batch) >= BATCH:
+                    if not self._batch(spec, batch, summary, owner, rate, started, stop):
+                        break
+                    batch = []
+                    if on_batch is not None:
+                        on_batch(summary)
+            else:
+                complete = True
+                if batch:
+                    self._batch(spec, batch, summary, owner, rate, started, stop)
+                if summary.status == "running":
+                    summary.status = "done" if not summary.failed else "interrupted"
+        except Stopped:
+            summary.status = "interrupted"
         if summary.status == "running":
             summary.status = "interrupted"
         if on_batch is not None:
             on_batch(summary)
-        if not dry_run:
-            self.progress.update(spec.name, status=summary.status, selected=summary.selected)
-        elif existing is None:
-            summary.status = "dry run"
-        return summary
+        return complete
 
     def _batch(
         self,
         spec: Spec,
         batch: list[Archived],
         summary: Summary,
-        dry_run: bool,
+        owner: str | None,
         rate: float | None,
         started: float,
         stop: Callable[[], bool],
     ) -> bool:
-        """Send one batch; False: stop (cancelled, interrupted, refused)."""
+        """Send one batch (``owner`` None: count it); False: stop (cancelled, interrupted, refused)."""
         if stop():
             summary.status = "interrupted"
             return False
@@ -499,22 +416,31 @@ class Replayer:
             records.append(record)
             if grant is not None:
                 grants.append(grant)
-        if dry_run or not records:
+        if owner is None or not records:
             return True
         if rate:
-            # bound the pace: the batch goes once the records sent so far fit the rate
-            wait = (summary.sent + len(records)) / rate - (self.clock() - started)
-            if wait > 0:
-                self.sleep(wait)
+            # bound the pace: the batch goes once the records sent so far fit the rate; a stop
+            # request is heard while it waits
+            due = (summary.sent + len(records)) / rate
+            while (wait := due - (self.clock() - started)) > 0:
+                if stop():
+                    summary.status = "interrupted"
+                    return False
+                self.sleep(min(wait, _NAP))
         if grants:
-            self.grants.put_many(grants)  # before the records: the broker looks for them on arrival
+            with self.needs("messages"):  # before the records: the broker looks for them on arrival
+                self.grants.put_many(grants)
         report = self.batcher.put(records)
         sent = [(str(d.record.token), f"{d.shard_id}/{d.sequence_number}") for d in report.delivered]
         self.progress.note(spec.name, sent)
-        self.progress.update(spec.name, sent=len(sent))
+        held = self.progress.update(spec.name, sent=len(sent), owner=owner)
         summary.sent += len(sent)
         summary.failed += len(report.failed)
         summary.problems.extend(f"{f.record.token}: {f.error_code} {f.error_message}" for f in report.failed[:5])
+        if not held:
+            summary.problems.append("another run took the replay over (this run's claim had lapsed)")
+            summary.status = "interrupted"
+            return False
         return not report.failed
 
     def _plan(

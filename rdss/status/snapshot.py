@@ -372,7 +372,7 @@ def replay_rows(dynamodb: Any, table: str) -> list[dict[str, Any]]:
     """The replays kept in the checkpoints table, oldest first: each one's name, status, times,
     counts (``selected`` is what its last complete run selected: None until one completes) and
     options (``selection`` and ``into``, as ``rdss replay start`` was given them)."""
-    from rdss.processors.replay import Progress
+    from rdss.processors.replay_progress import Progress
 
     rows = []
     for row in Progress(dynamodb, table).list():

@@ -62,7 +62,7 @@ class ConsoleSource:
 
     def cancel_replay(self, name: str) -> bool:
         """``rdss replay cancel``: a start running it stops at its next batch; False when there is none."""
-        from rdss.processors.replay import Progress
+        from rdss.processors.replay_progress import Progress
 
         return Progress(self.client("dynamodb"), self.deployment.table("checkpoints")).cancel(name)
 
@@ -78,7 +78,8 @@ class ConsoleSource:
         """What ``rdss replay start NAME --dry-run`` counts now: the records its selection holds in
         the archive (``selectedNow``), those not replayable (``skipped``) and those not sent yet
         (``remaining``); None for a cancelled replay (it is never resumed), with ``left`` saying why."""
-        from rdss.processors.replay import ReplayExists, Selection, Spec
+        from rdss.processors.replay import Selection, Spec
+        from rdss.processors.replay_progress import ReplayExists
 
         if row["status"] == "cancelled":
             return {"selectedNow": None, "skipped": None, "remaining": None, "left": "cancelled: never resumed"}

@@ -25,7 +25,8 @@ from selenium.webdriver.support.wait import WebDriverWait
 from rdss.local.accounting import account, read_channel
 from rdss.model import timestamps
 from rdss.processors import replay as replay_module
-from rdss.processors.replay import Replayer, ReplayExists, Selection, Spec
+from rdss.processors.replay import Replayer, Selection, Spec
+from rdss.processors.replay_progress import ReplayExists
 from rdss.status import console
 from rdss.status.snapshot import Snapshot
 from rdss.status.sources import ConsoleSource

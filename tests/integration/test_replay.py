@@ -7,6 +7,11 @@ replay's hop; a producer's forged replay hop routes nothing again."""
 from __future__ import annotations
 
 import collections
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -16,6 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
+from rdss.archive.listing import ArchiveListing
 from rdss.cli import main
 from rdss.gateway import Gateway
 from rdss.local.accounting import read_channel
@@ -25,6 +31,7 @@ from rdss.model import history, timestamps
 from rdss.model import replay as replays
 from rdss.model.workload import Workload
 from rdss.processors import replay as replay_module
+from rdss.processors.replay_progress import Progress
 from rdss.trace.tracer import Tracer
 
 pytestmark = pytest.mark.integration
@@ -97,7 +104,7 @@ def test_a_window_of_input_replayed_through_the_broker_once_across_a_kill_and_re
 
     # killed after putting its second batch, before noting it: those records went, unnoted
     monkeypatch.setattr(replay_module, "BATCH", 5)
-    note = replay_module.Progress.note
+    note = Progress.note
     calls = []
 
     def dying(self: Any, name: str, sent: Any) -> None:
@@ -106,11 +113,11 @@ def test_a_window_of_input_replayed_through_the_broker_once_across_a_kill_and_re
             raise Killed
         note(self, name, sent)
 
-    monkeypatch.setattr(replay_module.Progress, "note", dying)
+    monkeypatch.setattr(Progress, "note", dying)
     with pytest.raises(Killed):
         main(["replay", "start", "fix-1", "--url", url(runtime), *span])
     capsys.readouterr()
-    monkeypatch.setattr(replay_module.Progress, "note", note)
+    monkeypatch.setattr(Progress, "note", note)
     code, rows = cli(capsys, runtime, "list", "--json")
     assert [(r["name"], r["status"], r["sent"]) for r in rows] == [("fix-1", "running", 5)]
 
@@ -182,3 +189,117 @@ def test_a_replay_to_one_consumer_group_reaches_that_group_only(
     assert receive("vendor-b") == []
     # the broker never saw them: nothing else was routed again
     assert sum(n for (_, name), n in routed(runtime).items() if name is None) == len(ids)
+
+
+@pytest.fixture
+def signals() -> Iterator[None]:
+    """``rdss replay start`` sets SIGINT's and SIGTERM's handlers: put pytest's back."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+
+
+def test_sigterm_while_the_archive_is_listed_stops_the_replay_at_once_and_a_resume_sends_everything(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, signals: None
+):
+    ids = published(runtime, 6, seed=21)
+    # two thousand years: listed hour by hour before
+    span = ["--since", "0001-01-01T00:00:00Z", "--until", timestamps.format(timestamps.now() + timedelta(seconds=1))]
+    pages = ArchiveListing._pages
+    listings: list[str] = []
+
+    def signalled(self: ArchiveListing, stop: Any, **request: Any) -> Any:
+        listings.append(request["Prefix"])
+        if len(listings) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # what `kill PID` or a service manager sends
+        return pages(self, stop, **request)
+
+    monkeypatch.setattr(ArchiveListing, "_pages", signalled)
+    started = time.monotonic()
+    code, out = cli(capsys, runtime, "start", "sig", *span)
+    assert time.monotonic() - started < 5
+    assert (code, out) == (0, "replay sig: sent 0 of 0 selected record(s) into input (interrupted)")
+    assert len(listings) == 1
+    monkeypatch.setattr(ArchiveListing, "_pages", pages)
+    code, out = cli(capsys, runtime, "start", "sig", *span)
+    assert code == 0, out
+    assert out == "replay sig: sent 6 of 6 selected record(s) into input (done)"
+    runtime.drain()
+    assert {i for (i, name) in routed(runtime) if name == "sig"} == set(ids)
+
+
+def test_a_second_start_of_a_running_replay_is_refused_in_one_line(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    since = timestamps.now() - timedelta(seconds=5)
+    published(runtime, 12, seed=22)
+    span = window(since)
+    monkeypatch.setattr(replay_module, "BATCH", 4)
+    note = Progress.note
+    second: list[tuple[int, list[str]]] = []
+
+    def noting(self: Any, name: str, sent: Any) -> None:
+        note(self, name, sent)
+        if not second:  # while the first run is between two batches, the same name again
+            code = main(["replay", "start", "twice", "--url", url(runtime), *span])
+            second.append((code, capsys.readouterr().err.strip().splitlines()))
+
+    monkeypatch.setattr(Progress, "note", noting)
+    code, summary = cli(capsys, runtime, "start", "twice", *span, "--json")
+    assert (code, summary["sent"], summary["status"]) == (0, 12, "done"), summary
+    [(refused, said)] = second
+    assert refused == 2
+    assert len(said) == 1
+    assert said[0].startswith("rdss replay: replay twice is running (run "), said
+    code, rows = cli(capsys, runtime, "list", "--json")
+    assert [(r["name"], r["sent"], r["selected"]) for r in rows] == [("twice", 12, 12)]
+
+
+def test_a_replay_killed_with_sigkill_is_refused_until_its_claim_lapses_then_resumes(
+    runtime: Runtime, capsys: pytest.CaptureFixture[str]
+):
+    since = timestamps.now() - timedelta(seconds=5)
+    published(runtime, 5, seed=23)
+    span = window(since)
+    # paced at one record a second: it claims the replay, then waits five seconds before it sends
+    command = [sys.executable, "-m", "rdss", "replay", "start", "killed", "--url", url(runtime), *span, "--rate", "1"]
+    process = subprocess.Popen(command, cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            code, rows = cli(capsys, runtime, "list", "--json")
+            if any(r.get("leaseOwner") for r in rows):
+                break
+            assert process.poll() is None, "the replay ended before it was killed"
+            time.sleep(0.2)
+        else:
+            pytest.fail("the replay never claimed its name")
+    finally:
+        process.kill()  # SIGKILL: no handler runs, nothing is given up
+        process.wait()
+    code = main(["replay", "start", "killed", "--url", url(runtime), *span])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(said) == 1
+    assert said[0].startswith("rdss replay: replay killed is running (run "), said
+    code, row = cli(capsys, runtime, "status", "killed", "--json")
+    assert row["status"] == "running"
+    # LEASE later (the claim stops being renewed when its run dies), as time would
+    runtime.endpoint.client("dynamodb").update_item(
+        TableName=runtime.deployment.table("checkpoints"),
+        Key={"lease": {"S": "replays"}, "shardId": {"S": "killed"}},
+        UpdateExpression="SET leaseUntil = :past",
+        ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 1)}},
+    )
+    code, summary = cli(capsys, runtime, "start", "killed", *span, "--json")
+    assert (code, summary["sent"], summary["status"]) == (0, 5, "done"), summary
+
+
+def test_a_wrong_environment_names_the_table_it_lacks(runtime: Runtime, capsys: pytest.CaptureFixture[str]):
+    wrong = url(runtime).replace(f"kinesis://{runtime.deployment.environment}?", "kinesis://nosuch?")
+    for args in (["list"], ["status", "x"], ["cancel", "x"], ["start", "x", "--since", "2026-11-29T00:00:00Z"]):
+        code = main(["replay", args[0], "--url", wrong, *args[1:]])
+        said = capsys.readouterr().err.strip().splitlines()
+        assert code == 2
+        assert said == ["rdss replay: no checkpoints table rdss-nosuch-checkpoints (is 'nosuch' deployed?)"]

@@ -18,7 +18,8 @@ from rdss.cli import main
 from rdss.model import decoration
 from rdss.model.sequences import split
 from rdss.model.workload import Workload
-from rdss.processors.replay import Progress, Selection, Spec
+from rdss.processors.replay import Selection, Spec
+from rdss.processors.replay_progress import Progress
 from rdss.status.snapshot import Snapshot
 from tests.support.gateway_system import gateway_url, open_gateway
 from tests.support.system import System
@@ -117,7 +118,7 @@ def test_a_replay_shows_with_its_progress(system: System, capsys: pytest.Capture
     progress = Progress(system.client("dynamodb"), system.deployment.table("checkpoints"))
     since = datetime(2026, 11, 24, tzinfo=UTC)
     ids = ("<script>alert(1)</script>\x1b[31m",)
-    progress.begin(Spec("fix-1", Selection(since, since + timedelta(days=1), ids=ids), "group:acme"))
+    progress.begin(Spec("fix-1", Selection(since, since + timedelta(days=1), ids=ids), "group:acme"), "host:1:run")
     progress.update("fix-1", sent=7)
     [replay] = status_of(system, capsys)["replays"]
     assert {k: replay[k] for k in ("name", "status", "sent", "selected", "into")} == {

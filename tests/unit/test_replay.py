@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import boto3
@@ -23,7 +23,8 @@ from rdss.gateway.log import memory as memory_backend
 from rdss.model import history
 from rdss.model import replay as replays
 from rdss.model.workload import Workload
-from rdss.processors.replay import Progress, Replayer, ReplayExists, Selection, Spec, into_group, source_of
+from rdss.processors.replay import Replayer, Selection, Spec, into_group, source_of
+from rdss.processors.replay_progress import Progress, ReplayExists, ReplayRunning
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 DEPLOYMENT = Deployment("unit")
@@ -205,7 +206,8 @@ def test_a_run_sends_each_selected_record_once_grants_each_and_a_resumed_run_ski
     assert (dry.selected, dry.sent, dry.status) == (7, 0, "dry run")  # each identity once
     assert put_on(aws, "input") == []
     monkeypatch.setattr("rdss.processors.replay.BATCH", 3)
-    stopped = replayer(aws, clock).run(spec, stop=iter([False, True]).__next__)
+    asked: list[int] = []  # a stop request after the first batch
+    stopped = replayer(aws, clock).run(spec, stop=lambda: bool(asked), on_batch=lambda _: asked.append(1))
     assert (stopped.sent, stopped.status) == (3, "interrupted")
     resumed = replayer(aws, clock).run(spec)
     assert (resumed.selected, resumed.already, resumed.sent, resumed.status) == (7, 3, 4, "done")
@@ -314,3 +316,199 @@ def test_a_deployment_whose_client_cannot_be_made_is_one_line(capsys, monkeypatc
     assert code == 2
     assert said == [said[0]]
     assert "region" in said[0]
+
+
+# -- stopping while the archive is read ------------------------------------------------------------
+
+
+def s3_calls(aws: dict[str, Any], when: Any = None) -> list[str]:
+    """The S3 calls made from now on; ``when(calls)`` runs after each is counted."""
+    calls: list[str] = []
+
+    def counted(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+        if when is not None:
+            when(calls)
+
+    aws["s3"].meta.events.register("before-call.s3", counted)
+    return calls
+
+
+def test_a_stop_request_while_the_archive_is_read_ends_the_run_there_and_a_resume_sends_everything(
+    aws: dict[str, Any],
+):
+    payloads = [orjson.dumps(Workload(70 + i).message("MetadataCreate", "Event")) for i in range(7)]
+    archived(aws, payloads)
+    spec = Spec("stopped", Selection(T0 - timedelta(days=30), T0 + timedelta(hours=1)))
+    asked: list[str] = []
+    calls = s3_calls(aws, when=lambda calls: asked.append("stop") if len(calls) == 1 else None)
+    summary = replayer(aws, Clock()).run(spec, stop=lambda: bool(asked))
+    assert (summary.status, summary.selected, summary.sent) == ("interrupted", 0, 0)
+    assert calls == ["ListObjectsV2"]  # not one call more once it was asked to stop: no object read
+    assert put_on(aws, "input") == []
+    progress = Progress(aws["dynamodb"], DEPLOYMENT.table("checkpoints"))
+    row = progress.get("stopped")
+    assert row is not None
+    assert row["status"] == "interrupted"
+    assert "selected" not in row  # the selection was not read whole: no count of it is kept
+    assert "leaseOwner" not in row  # the run gave its claim up
+    resumed = replayer(aws, Clock()).run(spec)
+    assert (resumed.status, resumed.selected, resumed.sent) == ("done", 7, 7)
+
+
+def test_a_paced_run_hears_a_stop_request_while_it_waits(aws: dict[str, Any]):
+    archived(aws, [orjson.dumps(Workload(80 + i).message("MetadataCreate", "Event")) for i in range(4)])
+    clock = Clock()
+    asked: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        asked.append("stop")  # a signal during the first nap
+
+    runner = Replayer(DEPLOYMENT, aws.__getitem__, clock=clock, sleep=sleep)
+    summary = runner.run(Spec("paced", Selection(T0, T0 + timedelta(hours=1))), rate=0.01, stop=lambda: bool(asked))
+    assert (summary.status, summary.sent) == ("interrupted", 0)
+    assert clock.slept == [0.5]  # one nap, not the 400 s four records take at 0.01/s
+
+
+# -- one run at a time -----------------------------------------------------------------------------
+
+
+def test_a_second_start_while_a_run_holds_the_replay_is_refused_and_a_start_after_it_resumes(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+):
+    payloads = [orjson.dumps(Workload(90 + i).message("MetadataCreate", "Event")) for i in range(7)]
+    archived(aws, payloads)
+    monkeypatch.setattr("rdss.processors.replay.BATCH", 3)
+    spec = Spec("once", Selection(T0, T0 + timedelta(hours=1)))
+    refused: list[str] = []
+
+    def second_start(_: Any) -> None:
+        if not refused:
+            with pytest.raises(ReplayRunning) as raised:
+                replayer(aws, Clock()).run(spec)
+            refused.append(str(raised.value))
+
+    first = replayer(aws, Clock()).run(spec, on_batch=second_start)
+    assert (first.status, first.sent) == ("done", 7)
+    assert len(refused) == 1
+    assert refused[0].startswith("replay once is running (run ")
+    progress = Progress(aws["dynamodb"], DEPLOYMENT.table("checkpoints"))
+    row = progress.get("once")
+    assert row is not None
+    assert (row["sent"], row["selected"], row["status"]) == (7, 7, "done")  # never "14 sent of 7"
+    assert "leaseOwner" not in row
+    again = replayer(aws, Clock()).run(spec)
+    assert (again.status, again.sent, again.already) == ("done", 0, 7)
+    assert len(put_on(aws, "input")) == 7
+
+
+def test_a_claim_left_by_a_run_that_died_holds_until_it_lapses(aws: dict[str, Any]):
+    from rdss.processors.replay_progress import LEASE
+
+    archived(aws, [orjson.dumps(Workload(100 + i).message("MetadataCreate", "Event")) for i in range(3)])
+    spec = Spec("orphan", Selection(T0, T0 + timedelta(hours=1)))
+    now = [1_800_000_000.0]
+    progress = Progress(aws["dynamodb"], DEPLOYMENT.table("checkpoints"), clock=lambda: now[0])
+    progress.begin(spec, "host:123:dead")  # then SIGKILL: nothing gives the claim up
+    with pytest.raises(ReplayRunning, match="run host:123:dead"):
+        progress.begin(spec, "host:456:next")
+    now[0] += LEASE.total_seconds() / 2
+    assert progress.renew("orphan", "host:456:next") is False  # only its holder renews a claim
+    assert progress.update("orphan", sent=1, owner="host:456:next") is False
+    now[0] += LEASE.total_seconds()  # lapsed
+    runner = replayer(aws, Clock())
+    runner.progress.clock = lambda: now[0]
+    summary = runner.run(spec)
+    assert (summary.status, summary.sent) == ("done", 3)
+
+
+def test_two_starts_making_a_new_replay_at_once_one_wins():
+    spec = Spec("raced", Selection(T0, T0 + timedelta(hours=1)))
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="eu-west-2")
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "lease", "KeyType": "HASH"}, {"AttributeName": "shardId", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "lease", "AttributeType": "S"},
+                {"AttributeName": "shardId", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        first, second = Progress(dynamodb, "t"), Progress(dynamodb, "t")
+        # the second read "no such replay" before the first wrote it: its put is refused, the claim decides
+        stale = [True]
+
+        def read(name: str) -> dict[str, Any] | None:
+            if stale.pop() if stale else False:
+                return None
+            return Progress.get(second, name)
+
+        second.get = read  # type: ignore[method-assign]
+        first.begin(spec, "a")
+        with pytest.raises(ReplayRunning):
+            Progress.begin(second, spec, "b")
+        assert first.get("raced") is not None
+        assert (first.get("raced") or {})["leaseOwner"] == "a"
+
+
+# -- what a mistake is told ------------------------------------------------------------------------
+
+
+def test_a_name_of_thousands_of_characters_is_echoed_by_its_start(capsys: pytest.CaptureFixture[str]):
+    from rdss.cli import main
+
+    name = "a" * 5_000
+    code = main(["replay", "start", name, "--since", "2026-11-29T00:00:00Z", "--url", "memory://x"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(said) == 1
+    assert "a" * 60 + "..." in said[0]
+    assert "a" * 61 not in said[0]
+    assert len(said[0]) < 200
+    for command in ("status", "cancel"):  # never looked for: no replay can have it
+        code = main(["replay", command, name, "--url", "kinesis://x?region=eu-west-2&endpoint=http://127.0.0.1:1"])
+        said = capsys.readouterr().err.strip().splitlines()
+        assert code == 1
+        assert len(said) == 1
+        assert said[0].startswith("no replay " + "a" * 60 + "...")
+        assert len(said[0]) < 200
+
+
+def test_a_deployment_without_its_tables_is_named_with_its_environment(aws: dict[str, Any]):
+    from rdss.processors.replay_progress import NotDeployed
+
+    runner = Replayer(Deployment("nosuch"), aws.__getitem__)
+    for dry_run in (True, False):
+        with pytest.raises(NotDeployed) as raised:
+            runner.run(Spec("x", Selection(T0, T0 + timedelta(hours=1))), dry_run=dry_run)
+        assert str(raised.value) == "no checkpoints table rdss-nosuch-checkpoints (is 'nosuch' deployed?)"
+
+
+def test_a_since_before_the_first_utc_hour_is_refused():
+    with pytest.raises(ValueError, match="before the first hour"):
+        Selection(datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))), T0)
+
+
+def test_a_running_replay_keeps_its_claim_past_its_lease_by_renewing_it(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+):
+    import time
+
+    archived(aws, [orjson.dumps(Workload(110 + i).message("MetadataCreate", "Event")) for i in range(4)])
+    monkeypatch.setattr("rdss.processors.replay.BATCH", 2)
+    monkeypatch.setattr("rdss.processors.replay_progress.LEASE", timedelta(seconds=2))  # renewed every 0.5 s
+    spec = Spec("slow", Selection(T0, T0 + timedelta(hours=1)))
+    refused: list[str] = []
+
+    def slow_batch(_: Any) -> None:
+        if not refused:
+            time.sleep(3.5)  # a batch slower than the lease: only renewals keep the claim
+            with pytest.raises(ReplayRunning) as raised:
+                replayer(aws, Clock()).run(spec)
+            refused.append(str(raised.value))
+
+    summary = replayer(aws, Clock()).run(spec, on_batch=slow_batch)
+    assert (summary.status, summary.sent, summary.problems) == ("done", 4, [])
+    assert len(refused) == 1
