@@ -37,6 +37,9 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 _log = logging.getLogger(__name__)
 
+#: Seconds between two listings of a stream's shards (a shard found closed lists them at once).
+SHARD_SYNC = 10.0
+
 
 @dataclass
 class FailedBatch:
@@ -161,6 +164,10 @@ class EventSourceMapping:
         #: reused while the checkpoint is where that read left it, as Lambda keeps its iterators
         #: (a fresh GetShardIterator per poll doubles an idle shard's calls)
         self._iterators: dict[str, tuple[str | None, str]] = {}
+        #: the shards last listed, and when: listed again every :data:`SHARD_SYNC` seconds, or at
+        #: once when a shard is found closed (a reshard), not on every pass
+        self._shards: list[str] = []
+        self._listed = float("-inf")
 
     @property
     def stream_arn(self) -> str:
@@ -171,6 +178,14 @@ class EventSourceMapping:
         return self._arn
 
     def shards(self) -> list[str]:
+        """The stream's shards: listed at most every :data:`SHARD_SYNC` seconds (Lambda and the
+        KCL sync their shard lists on a period and on a closed shard, not on each read)."""
+        if self._shards and self.clock() - self._listed < SHARD_SYNC:
+            return self._shards
+        self._shards, self._listed = self._list_shards(), self.clock()
+        return self._shards
+
+    def _list_shards(self) -> list[str]:
         shards: list[str] = []
         kwargs: dict[str, Any] = {"StreamName": self.stream}
         while True:
@@ -221,6 +236,8 @@ class EventSourceMapping:
             iterator = response.get("NextShardIterator")
         if iterator:
             self._iterators[shard] = (records[-1]["SequenceNumber"] if records else checkpoint, iterator)
+        else:  # the shard is closed (split or merged): its children are listed on the next pass
+            self._listed = float("-inf")
         return records
 
     def _first_read(self, shard: str, checkpoint: str | None) -> dict[str, Any]:

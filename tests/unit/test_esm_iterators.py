@@ -109,3 +109,26 @@ def test_an_expired_iterator_starts_again_from_the_checkpoint() -> None:
     mapping.poll()
     assert seen == [r["SequenceNumber"] for r in shard.records]
     assert shard.calls.count("GetShardIterator") == 2
+
+
+def test_shards_are_listed_once_a_sync_period_and_again_at_once_when_one_closes() -> None:
+    from rdss.local.esm import SHARD_SYNC
+
+    shard, now = Shard(), [1000.0]
+    mapping = EventSourceMapping(shard, "s", lambda *_: None, region="eu-west-2", batch_size=10, clock=lambda: now[0])
+    for _ in range(5):  # passes within one period: one listing
+        mapping.poll()
+    assert shard.calls.count("ListShards") == 1
+    now[0] += SHARD_SYNC
+    mapping.poll()
+    assert shard.calls.count("ListShards") == 2
+
+    closed = shard.get_records  # the shard is split: its last read gives no NextShardIterator
+
+    def ended(ShardIterator: str, Limit: int) -> dict[str, Any]:
+        return {k: v for k, v in closed(ShardIterator=ShardIterator, Limit=Limit).items() if k != "NextShardIterator"}
+
+    shard.get_records = ended  # type: ignore[method-assign]
+    mapping.poll()
+    mapping.poll()  # the pass after the closed shard lists the shards again, within the period
+    assert shard.calls.count("ListShards") == 3
