@@ -82,7 +82,9 @@ SUITES = {
     "console": [*PYTEST, "tests/console"],
     "cdk": [*PYTEST, "tests/cdk"],
     "package": [*PYTEST, "tests/package"],
-    "unit": [*PYTEST, "tests/unit"],
+    # two workers: in `make check` the unit suite is the long pole beside the CDK suite, and
+    # one process left a core idle once the CDK suite had ended
+    "unit": [*PYTEST, "-n", "2", "tests/unit"],
 }
 
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
