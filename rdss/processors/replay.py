@@ -20,12 +20,13 @@ uses too) and sent again:
   replay and the group: only G's receivers take it (:meth:`rdss.model.replay.Mark.reaches`);
   the others settle it unseen. Only valid whole messages can be replayed so.
 
-A replay's progress lies in the ``checkpoints`` table (:mod:`rdss.processors.replay_progress`), under keys no vendor's role can write
-(theirs are ``<group>#<stream>``, exactly): the replay itself under ``replays``/``<name>`` (its
-options, status and counts) and one row per record sent under ``replay:<name>``. A record is
-noted once PutRecords accepted it; a run stopped between the two sends it again when resumed,
-and the broker (or the group's receivers, which de-duplicate a replay under its own key) drop the
-second copy - so each selected record is delivered once per replay.
+A replay's progress lies in the ``checkpoints`` table (:mod:`rdss.processors.replay_progress`),
+under keys no vendor's role can write (theirs are ``<group>#<stream>``, exactly): the replay
+itself under ``replays``/``<name>`` (its options, status and counts) and one row per record sent
+under ``replay:<name>``. A record is noted once PutRecords accepted it; a run stopped between the
+two sends it again when resumed, and the broker (or the group's receivers, which de-duplicate a
+replay under its own key) drop the second copy - so each selected record is delivered once per
+replay.
 
 One run at a time: a run claims its replay's row with a conditional write - its own id as
 ``leaseOwner`` and ``leaseUntil`` (epoch seconds) :data:`LEASE` ahead - renews it every quarter of
