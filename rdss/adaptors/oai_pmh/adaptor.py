@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record
-from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, translate
+from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, readable, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
 from rdss.host.display import shorten
@@ -162,6 +162,13 @@ class OaiPmhAdaptor:
         high_water = state.high_water
         for record in page.records:
             stats.records += 1
+            if not readable(record.datestamp):
+                # no moment to order it by (year 0000, a zone past 9999, not a date): neither
+                # published nor allowed to move the next harvest's ``from``
+                self._not_published(
+                    record, stats, "badDatestamp", "not an OAI-PMH datestamp in the years 0001..9999 (UTC)"
+                )
+                continue
             if high_water is None or moment(record.datestamp) > moment(high_water):
                 high_water = record.datestamp
             known = published.get(record.identifier) or state.objects.get(record.identifier)

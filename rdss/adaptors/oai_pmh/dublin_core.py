@@ -278,13 +278,19 @@ def _date(value: str) -> str | None:
         year, month, day = match.group(1), match.group(2) or "01", match.group(3) or "01"
         try:
             return timestamps.format(datetime(int(year), int(month), int(day), tzinfo=UTC))
-        except ValueError:
+        except ValueError:  # no such day, or the year 0000
             return None
     candidate = text if re.search(r"([Zz]|[+-]\d{2}:\d{2})$", text) else text + "Z"
     try:
         return timestamps.format(timestamps.parse(candidate))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a zone carrying it past 9999 or before 1
         return None
+
+
+def readable(datestamp: str) -> bool:
+    """Whether a datestamp is one the adaptor can order records by (a date or date-time Python
+    represents): a record whose datestamp is not cannot be placed in the harvest."""
+    return _date(datestamp) is not None
 
 
 def moment(datestamp: str) -> datetime:
