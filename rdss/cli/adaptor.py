@@ -103,7 +103,15 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     """Harvest URL (an OAI-PMH base URL) incrementally and publish each new record as MetadataCreate, each changed one
     as MetadataUpdate and each deleted one as MetadataDelete to CHANNEL.
     """
-    from rdss.adaptors.oai_pmh import NETWORK_BACKOFF, HarvestError, OaiPmhAdaptor, OaiPmhClient, Profile
+    from rdss.adaptors.oai_pmh import (
+        NETWORK_BACKOFF,
+        HarvestError,
+        OaiPmhAdaptor,
+        OaiPmhClient,
+        Profile,
+        interruptible,
+    )
+    from rdss.aws.putrecords import PutRecordsBatcher
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
 
     configure_service_logging(args, args.application)
@@ -141,6 +149,13 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as error:
         raise CommandError(describe(error), USAGE) from error
     stop = stop_on_signals()
+    # every wait ends when SIGTERM comes: the repository's Retry-After, a retry's backoff, and
+    # PutRecords' backoff while Kinesis is down (a stop there leaves the page unsaved, to be sent
+    # again, with the same message ids, by the next run)
+    pause = interruptible(stop)
+    batcher = getattr(gateway.transport, "batcher", None)
+    if isinstance(batcher, PutRecordsBatcher):
+        batcher.sleep = pause
     with gateway:
         try:
             adaptor = OaiPmhAdaptor(
@@ -149,6 +164,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
                     backoff=replace(NETWORK_BACKOFF, max_retries=args.retries),
                     max_bytes=args.max_bytes,
                     deadline=args.deadline,
+                    sleep=pause,
                 ),
                 lambda messages: gateway.send_all(messages, channel=args.channel),
                 state,

@@ -6,7 +6,13 @@ code - never a traceback, never a run without end, and nothing lost."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +22,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rdss.adaptors.oai_pmh import OaiPmhAdaptor, OaiPmhClient, Profile
+from rdss.adaptors.oai_pmh import OaiPmhAdaptor, OaiPmhClient, Profile, interruptible
 from rdss.adaptors.oai_pmh.adaptor import HarvestStats
 from rdss.adaptors.oai_pmh.client import Page, Record
 from rdss.adaptors.oai_pmh.dublin_core import _date, moment
+from rdss.gateway import Gateway
 from rdss.model import timestamps
 from rdss.model.messages import Message
 from rdss.model.retry import Backoff
@@ -119,3 +126,83 @@ def test_any_datestamp_gives_a_per_record_verdict_never_an_exception(datestamp):
             figures = HarvestStats()
             adaptor._publish_page(page, figures)
             assert figures.records == figures.created + figures.updated + figures.unchanged + figures.invalid
+
+
+# -- D1: a stop during a wait ------------------------------------------------------------------------
+def stop_after(seconds: float) -> threading.Event:
+    stop = threading.Event()
+    timer = threading.Timer(seconds, stop.set)
+    timer.daemon = True
+    timer.start()
+    return stop
+
+
+def test_a_stop_during_a_retry_after_of_300_s_ends_the_harvest_within_a_second(tmp_path):
+    server = OaiPmhServer([item(n, f"2026-01-0{1 + n}T00:00:00Z") for n in range(5)], page_size=2)
+    try:
+        stop, outbox, state = stop_after(1.0), Outbox(), tmp_path / "state.json"
+        client = OaiPmhClient(server.url, backoff=Backoff(max_retries=3), sleep=interruptible(stop))
+
+        def publish(messages: list[Message]) -> None:
+            outbox(messages)
+            server.busy(10, retry_after="300")  # the next page: come back in five minutes
+
+        adaptor = OaiPmhAdaptor(client, publish, state, profile=PROFILE)
+        started = time.monotonic()
+        stats = adaptor.harvest(stop)
+        assert time.monotonic() - started < 3
+        assert (stats.pages, stats.created, stats.complete) == (1, 2, False)
+        assert json.loads(state.read_text())["token"]  # the position after the page published
+        server.busy(0)
+        again = harvester(server, outbox, state).harvest()
+        assert again.complete
+        assert len({m["messageHeader"]["messageId"] for m in outbox.sent}) == 5  # nothing lost
+    finally:
+        server.stop()
+
+
+class KinesisDown:
+    """A put_records every entry of which is throttled: the batcher backs off, up to a minute."""
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        failed = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
+        return {"FailedRecordCount": len(Records), "Records": [failed for _ in Records]}
+
+
+def test_a_stop_during_the_gateways_putrecords_backoff_ends_the_harvest_and_loses_nothing(repository, tmp_path):
+    stop, state = stop_after(1.0), tmp_path / "state.json"
+    gateway = Gateway(f"memory://oai-{uuid.uuid4().hex[:8]}", application="oai-pmh-adaptor")
+    with gateway:
+        batcher = gateway.transport.batcher  # type: ignore[attr-defined]
+        batcher.client, batcher.sleep = KinesisDown(), interruptible(stop)
+        client = OaiPmhClient(repository.url, backoff=Backoff(max_retries=0))
+        adaptor = OaiPmhAdaptor(client, lambda m: gateway.send_all(m, channel="input"), state, profile=PROFILE)
+        started = time.monotonic()
+        stats = adaptor.harvest(stop)
+        assert time.monotonic() - started < 3
+    assert not stats.complete
+    assert not state.exists()  # the page was not published: nothing saved past it
+    outbox = Outbox()
+    assert harvester(repository, outbox, state).harvest().created == 5
+
+
+def test_the_command_stops_within_a_second_of_sigterm_during_a_retry_after(tmp_path):
+    server = OaiPmhServer([item(1, "2026-01-01T00:00:00Z")])
+    server.busy(100, retry_after="300")
+    try:
+        command = [sys.executable, "-m", "rdss", "adaptor", "oai-pmh", server.url, "--to", "input"]
+        command += ["--url", "memory://sigterm", "--state", str(tmp_path / "state.json"), "--once"]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:  # waiting for its Retry-After
+            time.sleep(0.05)
+        time.sleep(0.3)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+        assert time.monotonic() - sent < 2
+        assert process.returncode == 0, err
+        assert "(stopped; resumes from here)" in out
+        assert "Traceback" not in err
+    finally:
+        server.stop()

@@ -45,6 +45,8 @@ from rdss.adaptors.oai_pmh.client import (
     OaiPmhClient,
     Page,
     Record,
+    Stopped,
+    interruptible,
 )
 from rdss.adaptors.oai_pmh.dublin_core import NAMESPACE, Known, Profile, object_uuid, research_object, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
@@ -66,7 +68,9 @@ __all__ = [
     "Profile",
     "Record",
     "ResumptionTokenLoop",
+    "Stopped",
     "TokenTrail",
+    "interruptible",
     "object_uuid",
     "research_object",
     "translate",

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record
+from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record, Stopped
 from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, readable, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
@@ -99,9 +99,20 @@ class OaiPmhAdaptor:
             HarvestError: the repository failed (after retries); the position is that of the
                 last page published.
             Exception: whatever ``publish`` raised; that page is harvested again next time.
+
+        A :class:`~rdss.adaptors.oai_pmh.client.Stopped` raised by a wait (the client's, or one in
+        ``publish``) ends the harvest as ``stop`` does between pages, the page in hand unsaved.
         """
         stop = stop or threading.Event()
         stats = HarvestStats()
+        try:
+            self._harvest(stop, stats)
+        except Stopped as stopped:  # the page in hand is not saved: the next harvest asks for it again
+            _log.info("harvest stopped: %s", stopped)
+            stats.complete = False
+        return stats
+
+    def _harvest(self, stop: threading.Event, stats: HarvestStats) -> None:
         state = self.state
         trail = TokenTrail()
         if state.token is not None:
@@ -145,7 +156,7 @@ class OaiPmhAdaptor:
                 stats.complete = True
             state.save(self.state_file)
             if page.token is None or stop.is_set():
-                return stats
+                return
             page = self.client.list_records(token=page.token)
 
     def _first_page(self) -> Page:

@@ -21,6 +21,7 @@ import email.utils
 import logging
 import re
 import socket
+import threading
 import time
 import urllib.error
 import xml.etree.ElementTree as ET
@@ -56,6 +57,22 @@ class HarvestError(Exception):
 
 class BadResumptionToken(HarvestError):
     """The server no longer knows the token (tokens expire): harvest again from ``from``."""
+
+
+class Stopped(Exception):
+    """A stop was asked for during a wait (a ``Retry-After``, a retry's backoff, a send's):
+    the harvest ends where it is, its position that of the last page published."""
+
+
+def interruptible(stop: threading.Event) -> Callable[[float], None]:
+    """A ``sleep`` that a set ``stop`` ends at once, raising :class:`Stopped`: SIGTERM during a
+    300 s ``Retry-After`` stops the adaptor within a second, not after the wait."""
+
+    def pause(seconds: float) -> None:
+        if stop.wait(max(0.0, seconds)):
+            raise Stopped(f"stopped during a {seconds:.1f} s wait")
+
+    return pause
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,8 @@ class OaiPmhClient:
         """
         Args:
             timeout: the longest wait for any one read of the connection.
+            sleep: how the client waits between attempts (:func:`interruptible` makes a stop
+                end the wait, raising :class:`Stopped`).
             max_bytes: the largest answer read; a larger one fails the request.
             deadline: the most one HTTP request may take, redirects included (its retries each
                 have their own).
