@@ -200,6 +200,8 @@ def _tenant(args: argparse.Namespace) -> int | None:
     tenant = tenant_jisc_id(args)
     if args.message_version == "4.0.0" and tenant is None:
         raise CommandError("--version 4.0.0: messages carry a tenantJiscID: give --tenant-jisc-id or --env")
+    if tenant is not None and not 0 <= tenant <= 2**63 - 1:  # every message would be refused
+        raise CommandError(f"--tenant-jisc-id: expected a Jisc ID, a whole number 0..2^63-1, found {tenant}")
     return tenant
 
 

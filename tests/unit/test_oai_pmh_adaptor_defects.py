@@ -6,6 +6,8 @@ code - never a traceback, never a run without end, and nothing lost."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -206,3 +208,132 @@ def test_the_command_stops_within_a_second_of_sigterm_during_a_retry_after(tmp_p
         assert "Traceback" not in err
     finally:
         server.stop()
+
+
+# -- D3, D8: a profile or tenant that would make every record invalid is refused before harvesting -------
+def rdss(*arguments: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rdss", *arguments], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        (
+            {"organisation_type": "higherEducation"},
+            "organisation_type: expected a code of organisationType, a whole number 1..15 "
+            "(write 8 for higherEducation)",
+        ),
+        ({"organisation_type": 16}, "organisation_type"),
+        ({"organisation_type": True}, "organisation_type"),
+        ({"access_type": "open"}, "access_type: expected a code of accessType, a whole number 1..5 (write 1 for open)"),
+        ({"access_type": 1.0}, "access_type"),
+        ({"person_identifier_type": 0}, "person_identifier_type"),
+        ({"organisation_jisc_id": -1}, "organisation_jisc_id"),
+        ({"organisation_jisc_id": 10**23}, "organisation_jisc_id"),
+        ({"organisation_jisc_id": "1234"}, "organisation_jisc_id"),
+        ({"organisation_name": 5}, "organisation_name: expected a non-empty string"),
+        ({"licence": ""}, "licence"),
+        ({"unit_name": None}, "unit_name"),
+        ({"generator": ["x"]}, "generator"),
+    ],
+)
+def test_a_profile_field_of_the_wrong_type_or_code_is_refused(tmp_path, values, said):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(values))
+    with pytest.raises(ValueError, match=re.escape(said)):
+        Profile.from_file(path)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, "\xff", "not json"])
+def test_a_profile_that_is_not_json_is_a_value_error(tmp_path, text):
+    path = tmp_path / "profile.json"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ValueError, match="not JSON"):
+        Profile.from_file(path)
+
+
+def test_the_command_refuses_a_bad_profile_in_one_line_before_harvesting(repository, tmp_path):
+    profile = tmp_path / "profile.json"
+    profile.write_text('{"organisation_type": "higherEducation"}')
+    state = tmp_path / "state.json"
+    result = rdss(
+        "adaptor",
+        "oai-pmh",
+        repository.url,
+        "--to",
+        "input",
+        "--url",
+        "memory://p",
+        "--state",
+        str(state),
+        "--profile",
+        str(profile),
+        "--once",
+    )
+    assert result.returncode == 2
+    assert "organisation_type" in one_line(result)
+    assert not repository.requests
+    assert not state.exists()
+
+
+@pytest.mark.parametrize("tenant", ["-1", str(10**23)])
+def test_the_command_refuses_a_tenant_that_is_no_jisc_id(repository, tmp_path, tenant):
+    state = tmp_path / "state.json"
+    result = rdss(
+        "adaptor",
+        "oai-pmh",
+        repository.url,
+        "--to",
+        "input",
+        "--url",
+        "memory://t",
+        "--state",
+        str(state),
+        "--version",
+        "4.0.0",
+        "--tenant-jisc-id",
+        tenant,
+        "--once",
+    )
+    assert result.returncode == 2
+    assert "--tenant-jisc-id" in one_line(result)
+    assert not repository.requests
+    assert not state.exists()
+
+
+def test_a_tenant_that_is_no_jisc_id_is_refused_by_the_adaptor(repository, tmp_path):
+    with pytest.raises(ValueError, match="tenant_jisc_id"):
+        harvester(repository, Outbox(), tmp_path / "s.json", version="4.0.0", tenant_jisc_id=10**23)
+
+
+def test_the_command_refuses_a_profile_that_is_a_fifo_at_once(repository, tmp_path):
+    fifo = tmp_path / "profile.fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    result = rdss(
+        "adaptor",
+        "oai-pmh",
+        repository.url,
+        "--to",
+        "input",
+        "--url",
+        "memory://f",
+        "--state",
+        str(tmp_path / "s.json"),
+        "--profile",
+        str(fifo),
+        "--once",
+        timeout=20,
+    )
+    assert time.monotonic() - started < 15
+    assert result.returncode == 2
+    assert "not a regular file" in one_line(result)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record, Stopped
-from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, readable, translate
+from rdss.adaptors.oai_pmh.dublin_core import MAX_JISC_ID, Known, Profile, moment, readable, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
 from rdss.host.display import shorten
@@ -72,12 +72,15 @@ class OaiPmhAdaptor:
                 ``4.0.0``); 4.0.0 wants ``tenant_jisc_id``, the deployment's tenant.
 
         Raises:
-            ValueError: a version not written here, or 4.0.0 without a tenant.
+            ValueError: a version not written here, 4.0.0 without a tenant, a tenant that is
+                not a Jisc ID (0..2^63-1).
         """
         if version not in canonical.VERSIONS:
             raise ValueError(f"version: expected one of {', '.join(canonical.VERSIONS)}, found {version!r}")
         if version == V4.version and tenant_jisc_id is None:
             raise ValueError("4.0.0 messages carry a tenantJiscID: give the deployment's tenant_jisc_id")
+        if tenant_jisc_id is not None and (type(tenant_jisc_id) is not int or not 0 <= tenant_jisc_id <= MAX_JISC_ID):
+            raise ValueError(f"tenant_jisc_id: expected a Jisc ID, a whole number 0..2^63-1, found {tenant_jisc_id!r}")
         self.version = version
         self.tenant_jisc_id = tenant_jisc_id
         self.client = client
