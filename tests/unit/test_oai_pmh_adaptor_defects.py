@@ -24,7 +24,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rdss.adaptors.oai_pmh import OaiPmhAdaptor, OaiPmhClient, Profile, interruptible
+from rdss.adaptors.oai_pmh import HarvestState, OaiPmhAdaptor, OaiPmhClient, Profile, interruptible
 from rdss.adaptors.oai_pmh.adaptor import HarvestStats
 from rdss.adaptors.oai_pmh.client import Page, Record
 from rdss.adaptors.oai_pmh.dublin_core import _date, moment
@@ -337,3 +337,79 @@ def test_the_command_refuses_a_profile_that_is_a_fifo_at_once(repository, tmp_pa
     assert time.monotonic() - started < 15
     assert result.returncode == 2
     assert "not a regular file" in one_line(result)
+
+
+# -- D7: a forged state file is refused naming the field ----------------------------------------------------
+BASE = "http://127.0.0.1:9/oai"
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=10,
+)
+FIELDS = ["base_url", "metadata_prefix", "set_spec", "from", "token", "high_water", "harvests", "objects"]
+
+
+def well_formed() -> dict[str, Any]:
+    return {
+        "base_url": BASE,
+        "metadata_prefix": "oai_dc",
+        "set_spec": None,
+        "from": "2026-01-01T00:00:00Z",
+        "token": "t",
+        "high_water": None,
+        "harvests": 1,
+        "objects": {"oai:x:1": [str(uuid.uuid4()), "2026-01-01", False]},
+    }
+
+
+def load(text: str) -> HarvestState:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "state.json"
+        path.write_text(text)
+        return HarvestState.load(path, BASE, "oai_dc", None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(FIELDS), JSON_VALUES | st.just({"oai:x:1": ["u", 5, False]}) | st.just({"k": ["u", "d", 1]}))
+def test_a_forged_field_is_a_state_or_a_value_error_naming_it(name, value):
+    data = well_formed()
+    data[name] = value
+    try:
+        state = load(json.dumps(data))
+    except ValueError as error:
+        said = str(error)
+    else:
+        said = ""
+    if said:
+        assert name in said or "another endpoint" in said
+        return
+    assert isinstance(state.harvests, int)
+    assert all(isinstance(v, str | None) for v in (state.from_, state.token, state.high_water, state.set_spec))
+    assert all(isinstance(k.object_uuid, str) and isinstance(k.deleted, bool) for k in state.objects.values())
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"base_url":"' + BASE + '","metadata_prefix":"oai_dc","harvests":1e400}', "harvests"),
+        ('{"base_url":"' + BASE + '","metadata_prefix":"oai_dc","token":7}', "token"),
+        ('{"base_url":"' + BASE + '","metadata_prefix":"oai_dc","objects":{"a":["u",5,false]}}', "objects"),
+        ('{"base_url":"' + BASE + '","metadata_prefix":"oai_dc","objects":["u",5,false]}', "objects"),
+        ('{"base_url":"' + BASE + '","metadata_prefix":"oai_dc","high_water":[1]}', "high_water"),
+        ('{"metadata_prefix":"oai_dc"}', "base_url"),
+        ("[" * 100_000 + "]" * 100_000, "not JSON"),
+        ("[1]", "expected a JSON object"),
+    ],
+)
+def test_the_forged_state_files_of_the_hostile_run_are_value_errors(text, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        load(text)
+
+
+def test_the_command_refuses_a_forged_state_file_in_one_line(repository, tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({**well_formed(), "base_url": repository.url, "token": 7}))
+    result = rdss("adaptor", "oai-pmh", repository.url, "--to", "input", "--url", "memory://s", "--state", str(state))
+    assert result.returncode == 2
+    assert 'field "token": expected a string or null, found a number 7' in one_line(result)
+    assert not repository.requests
