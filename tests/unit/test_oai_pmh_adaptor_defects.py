@@ -24,7 +24,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rdss.adaptors.oai_pmh import HarvestState, OaiPmhAdaptor, OaiPmhClient, Profile, interruptible
+from rdss.adaptors.oai_pmh import (
+    MAX_BARREN_PAGES,
+    HarvestState,
+    ListWithoutEnd,
+    OaiPmhAdaptor,
+    OaiPmhClient,
+    Profile,
+    interruptible,
+)
 from rdss.adaptors.oai_pmh.adaptor import HarvestStats
 from rdss.adaptors.oai_pmh.client import Page, Record
 from rdss.adaptors.oai_pmh.dublin_core import _date, moment
@@ -413,3 +421,62 @@ def test_the_command_refuses_a_forged_state_file_in_one_line(repository, tmp_pat
     assert result.returncode == 2
     assert 'field "token": expected a string or null, found a number 7' in one_line(result)
     assert not repository.requests
+
+
+# -- D4: a list without end ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("repeat", [True, False], ids=["the-same-record-again", "no-records"])
+def test_fresh_tokens_that_list_nothing_new_stop_the_harvest_after_max_barren_pages(tmp_path, repeat):
+    server = OaiPmhServer([item(n, f"2026-01-0{1 + n}T00:00:00Z") for n in range(5)], page_size=2)
+    server.unending(repeat)
+    try:
+        outbox, state = Outbox(), tmp_path / "state.json"
+        adaptor = harvester(server, outbox, state)
+        started = time.monotonic()
+        with pytest.raises(ListWithoutEnd, match="listWithoutEnd: 100 pages in a row"):
+            adaptor.harvest()
+        assert time.monotonic() - started < 30
+        assert len(server.requests) == 1 + MAX_BARREN_PAGES
+        assert len(outbox.sent) == 2  # the first page's records, published
+        saved = json.loads(state.read_text())
+        assert saved["token"]  # the position of the last page published: nothing lost
+        assert len(saved["objects"]) == 2
+        server.unending(None)
+        server.expire_tokens()  # the mended server's list starts again from ``from``
+        assert harvester(server, outbox, state).harvest().complete
+        assert len({m["messageHeader"]["messageId"] for m in outbox.sent}) == 5
+    finally:
+        server.stop()
+
+
+def test_a_long_list_of_new_records_is_not_taken_for_one_without_end(tmp_path):
+    server = OaiPmhServer([item(n, f"2026-01-01T00:00:{n % 60:02d}Z") for n in range(150)], page_size=1)
+    try:
+        stats = harvester(server, Outbox(), tmp_path / "state.json").harvest()
+        assert (stats.complete, stats.created) == (True, 150)
+    finally:
+        server.stop()
+
+
+def test_the_command_ends_a_list_without_end_in_one_line_exit_1(tmp_path):
+    server = OaiPmhServer([item(n, f"2026-01-0{1 + n}T00:00:00Z") for n in range(3)], page_size=1)
+    server.unending(False)
+    try:
+        state = tmp_path / "state.json"
+        result = rdss(
+            "adaptor",
+            "oai-pmh",
+            server.url,
+            "--to",
+            "input",
+            "--url",
+            "memory://e",
+            "--state",
+            str(state),
+            "--once",
+            timeout=60,
+        )
+        assert result.returncode == 1
+        assert "listWithoutEnd" in one_line(result)
+        assert json.loads(state.read_text())["token"]
+    finally:
+        server.stop()

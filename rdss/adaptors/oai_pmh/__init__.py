@@ -19,7 +19,9 @@ gateway:
   (``badResumptionToken``) - harvests again from the saved ``from``;
 * **finite**: a resumption token that comes back (the list loops) stops the harvest with
   :class:`ResumptionTokenLoop`, the position kept at that token as first saved
-  (:mod:`rdss.adaptors.oai_pmh.tokens`); ``noRecordsMatch`` is an empty list, whatever the HTTP
+  (:mod:`rdss.adaptors.oai_pmh.tokens`), and :data:`MAX_BARREN_PAGES` pages in a row with fresh
+  tokens and no record new to the harvest stop it with :class:`ListWithoutEnd`, the position
+  that of the last page published; ``noRecordsMatch`` is an empty list, whatever the HTTP
   status it comes with;
 * **at least once, without duplicates downstream**: objectUuid and messageId are UUIDv5s of
   (repository, identifier, datestamp), so a page published again after a crash carries the same
@@ -50,10 +52,11 @@ from rdss.adaptors.oai_pmh.client import (
 )
 from rdss.adaptors.oai_pmh.dublin_core import NAMESPACE, Known, Profile, object_uuid, research_object, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
-from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
+from rdss.adaptors.oai_pmh.tokens import MAX_BARREN_PAGES, ListWithoutEnd, ResumptionTokenLoop, TokenTrail
 
 __all__ = [
     "DC",
+    "MAX_BARREN_PAGES",
     "NAMESPACE",
     "NETWORK_BACKOFF",
     "OAI",
@@ -62,6 +65,7 @@ __all__ = [
     "HarvestState",
     "HarvestStats",
     "Known",
+    "ListWithoutEnd",
     "OaiPmhAdaptor",
     "OaiPmhClient",
     "Page",

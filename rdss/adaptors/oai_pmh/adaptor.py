@@ -13,7 +13,7 @@ from typing import Any
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record, Stopped
 from rdss.adaptors.oai_pmh.dublin_core import MAX_JISC_ID, Known, Profile, moment, readable, translate
 from rdss.adaptors.oai_pmh.state import HarvestState
-from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
+from rdss.adaptors.oai_pmh.tokens import MAX_BARREN_PAGES, Novelty, ResumptionTokenLoop, TokenTrail
 from rdss.host.display import shorten
 from rdss.model import canonical, messages, timestamps, translation
 from rdss.model.messages import Message
@@ -61,6 +61,7 @@ class OaiPmhAdaptor:
         now: Callable[[], datetime] = timestamps.now,
         version: str = V3.version,
         tenant_jisc_id: int | None = None,
+        max_barren_pages: int = MAX_BARREN_PAGES,
     ) -> None:
         """
         Args:
@@ -68,6 +69,8 @@ class OaiPmhAdaptor:
                 ``lambda m: gateway.send_all(m, channel="input")``); raising leaves the page to
                 be harvested again.
             start_from: ``from`` of the first harvest when the state file has none.
+            max_barren_pages: how many pages in a row, each with a resumption token, may list
+                no record new to the harvest before it stops (:class:`ListWithoutEnd`).
             version: the Message API version the messages are written in (``3.0.2`` or
                 ``4.0.0``); 4.0.0 wants ``tenant_jisc_id``, the deployment's tenant.
 
@@ -82,6 +85,7 @@ class OaiPmhAdaptor:
         if tenant_jisc_id is not None and (type(tenant_jisc_id) is not int or not 0 <= tenant_jisc_id <= MAX_JISC_ID):
             raise ValueError(f"tenant_jisc_id: expected a Jisc ID, a whole number 0..2^63-1, found {tenant_jisc_id!r}")
         self.version = version
+        self.max_barren_pages = max_barren_pages
         self.tenant_jisc_id = tenant_jisc_id
         self.client = client
         self.publish = publish
@@ -99,6 +103,8 @@ class OaiPmhAdaptor:
             ResumptionTokenLoop: a resumption token came back (the list loops); the pages listed
                 are published, and the position is the one saved with that token when it was
                 first handed out, where the next harvest resumes (and stops likewise).
+            ListWithoutEnd: ``max_barren_pages`` pages in a row with a fresh token listed no
+                record new to the harvest; the position is that of the last page published.
             HarvestError: the repository failed (after retries); the position is that of the
                 last page published.
             Exception: whatever ``publish`` raised; that page is harvested again next time.
@@ -118,6 +124,7 @@ class OaiPmhAdaptor:
     def _harvest(self, stop: threading.Event, stats: HarvestStats) -> None:
         state = self.state
         trail = TokenTrail()
+        novelty = Novelty(self.max_barren_pages)
         if state.token is not None:
             try:
                 page = self.client.list_records(token=state.token)
@@ -133,6 +140,8 @@ class OaiPmhAdaptor:
         else:
             page = self._first_page()
         while True:
+            if page.token is not None:  # the last page ends the list whatever it holds
+                novelty.listed(((r.identifier, r.datestamp) for r in page.records), stats.pages + 1)
             self._publish_page(page, stats)
             if page.no_records_match and state.token is not None:
                 # noRecordsMatch to a resumption token: the list was cut short (a server that
