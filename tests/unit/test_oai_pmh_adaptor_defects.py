@@ -480,3 +480,24 @@ def test_the_command_ends_a_list_without_end_in_one_line_exit_1(tmp_path):
         assert json.loads(state.read_text())["token"]
     finally:
         server.stop()
+
+
+# -- D5: a message over 1 MB ---------------------------------------------------------------------------------
+def test_a_record_whose_message_is_over_1_mb_is_published_as_a_sequence(tmp_path):
+    big = item(1, "2026-01-01T00:00:00Z")
+    big.dc["description"] = ["isotope ratios " * 100_000]  # 1.5 MB of description
+    server = OaiPmhServer([big, item(2, "2026-01-02T00:00:00Z")])
+    gateway = Gateway(f"memory://big-{uuid.uuid4().hex[:8]}", application="oai-pmh-adaptor")
+    try:
+        with gateway:
+            sent: list[Any] = []
+
+            def publish(messages: list[Message]) -> None:
+                sent.extend(gateway.send_all(messages, channel="input"))
+
+            client = OaiPmhClient(server.url, backoff=Backoff(max_retries=0))
+            stats = OaiPmhAdaptor(client, publish, tmp_path / "state.json", profile=PROFILE).harvest()
+    finally:
+        server.stop()
+    assert (stats.complete, stats.created, stats.invalid) == (True, 2, 0)
+    assert sorted(len(receipt.parts) for receipt in sent) == [1, 2]  # the large one as a sequence of two
