@@ -113,6 +113,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     )
     from rdss.aws.putrecords import PutRecordsBatcher
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
+    from rdss.model.errors import ChannelKind
 
     configure_service_logging(args, args.application)
     try:
@@ -124,6 +125,8 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.endpoint!r} is not an http(s) URL")
     if args.metadata_prefix != "oai_dc":
         raise CommandError("only oai_dc (Dublin Core) records are translated")
+    if args.channel in {kind.value for kind in ChannelKind}:  # valid records there would be marked published
+        raise CommandError(f"--to {args.channel}: an error channel; the adaptor publishes to a data channel (input)")
     try:
         profile = Profile.from_file(args.profile) if args.profile else Profile()
     except (OSError, ValueError, TypeError) as error:

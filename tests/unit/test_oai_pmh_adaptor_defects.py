@@ -501,3 +501,16 @@ def test_a_record_whose_message_is_over_1_mb_is_published_as_a_sequence(tmp_path
         server.stop()
     assert (stats.complete, stats.created, stats.invalid) == (True, 2, 0)
     assert sorted(len(receipt.parts) for receipt in sent) == [1, 2]  # the large one as a sequence of two
+
+
+# -- D12: --to an error channel ------------------------------------------------------------------------------
+@pytest.mark.parametrize("channel", ["invalid", "error"])
+def test_the_command_refuses_to_publish_to_an_error_channel(repository, tmp_path, channel):
+    state = tmp_path / "state.json"
+    result = rdss(
+        "adaptor", "oai-pmh", repository.url, "--to", channel, "--url", "memory://c", "--state", str(state), "--once"
+    )
+    assert result.returncode == 2
+    assert f"--to {channel}" in one_line(result)
+    assert not repository.requests
+    assert not state.exists()
