@@ -168,6 +168,7 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
                     max_bytes=args.max_bytes,
                     deadline=args.deadline,
                     sleep=pause,
+                    stop=stop,
                 ),
                 lambda messages: gateway.send_all(messages, channel=args.channel),
                 state,

@@ -40,7 +40,7 @@ from rdss.gateway import Gateway
 from rdss.model import timestamps
 from rdss.model.messages import Message
 from rdss.model.retry import Backoff
-from tests.support.oai_pmh_server import OaiPmhServer
+from tests.support.oai_pmh_server import OaiPmhServer, drip
 from tests.support.oai_pmh_server import Record as Item
 
 PROFILE = Profile(organisation_name="University of Northshire", organisation_jisc_id=1234, licence="CC-BY-4.0")
@@ -514,3 +514,18 @@ def test_the_command_refuses_to_publish_to_an_error_channel(repository, tmp_path
     assert f"--to {channel}" in one_line(result)
     assert not repository.requests
     assert not state.exists()
+
+
+def test_a_stop_during_a_request_that_drips_ends_it_within_a_second(tmp_path):
+    server = OaiPmhServer([item(1, "2026-01-01T00:00:00Z")])
+    server.hostile(drip(0.2))  # no read ever times out; the deadline is two minutes
+    try:
+        stop, state = stop_after(1.0), tmp_path / "state.json"
+        client = OaiPmhClient(server.url, backoff=Backoff(max_retries=3), sleep=interruptible(stop), stop=stop)
+        started = time.monotonic()
+        stats = OaiPmhAdaptor(client, Outbox(), state, profile=PROFILE).harvest(stop)
+        assert time.monotonic() - started < 3
+        assert (stats.complete, stats.records) == (False, 0)
+        assert not state.exists()
+    finally:
+        server.stop()

@@ -47,10 +47,10 @@ from rdss.adaptors.oai_pmh.client import (
     OaiPmhClient,
     Page,
     Record,
-    Stopped,
     interruptible,
 )
 from rdss.adaptors.oai_pmh.dublin_core import NAMESPACE, Known, Profile, object_uuid, research_object, translate
+from rdss.adaptors.oai_pmh.fetch import Stopped
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import MAX_BARREN_PAGES, ListWithoutEnd, ResumptionTokenLoop, TokenTrail
 

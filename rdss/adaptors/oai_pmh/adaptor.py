@@ -10,8 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record, Stopped
+from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record
 from rdss.adaptors.oai_pmh.dublin_core import MAX_JISC_ID, Known, Profile, moment, readable, translate
+from rdss.adaptors.oai_pmh.fetch import Stopped
 from rdss.adaptors.oai_pmh.state import HarvestState
 from rdss.adaptors.oai_pmh.tokens import MAX_BARREN_PAGES, Novelty, ResumptionTokenLoop, TokenTrail
 from rdss.host.display import shorten
@@ -109,7 +110,7 @@ class OaiPmhAdaptor:
                 last page published.
             Exception: whatever ``publish`` raised; that page is harvested again next time.
 
-        A :class:`~rdss.adaptors.oai_pmh.client.Stopped` raised by a wait (the client's, or one in
+        A :class:`~rdss.adaptors.oai_pmh.fetch.Stopped` raised by a wait (the client's, or one in
         ``publish``) ends the harvest as ``stop`` does between pages, the page in hand unsaved.
         """
         stop = stop or threading.Event()

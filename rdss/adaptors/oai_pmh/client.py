@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Answer, Fetcher, Refused
+from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Answer, Fetcher, Refused, Stopped
 from rdss.host.display import shorten
 from rdss.model.retry import Backoff
 
@@ -57,11 +57,6 @@ class HarvestError(Exception):
 
 class BadResumptionToken(HarvestError):
     """The server no longer knows the token (tokens expire): harvest again from ``from``."""
-
-
-class Stopped(Exception):
-    """A stop was asked for during a wait (a ``Retry-After``, a retry's backoff, a send's):
-    the harvest ends where it is, its position that of the last page published."""
 
 
 def interruptible(stop: threading.Event) -> Callable[[float], None]:
@@ -112,12 +107,15 @@ class OaiPmhClient:
         sleep: Callable[[float], None] = time.sleep,
         max_bytes: int = DEFAULT_MAX_BYTES,
         deadline: float = DEFAULT_DEADLINE,
+        stop: threading.Event | None = None,
     ) -> None:
         """
         Args:
             timeout: the longest wait for any one read of the connection.
             sleep: how the client waits between attempts (:func:`interruptible` makes a stop
                 end the wait, raising :class:`Stopped`).
+            stop: when set, a request in progress ends at once, raising :class:`Stopped`
+                (without it, a request ends at ``deadline`` at the latest).
             max_bytes: the largest answer read; a larger one fails the request.
             deadline: the most one HTTP request may take, redirects included (its retries each
                 have their own).
@@ -126,7 +124,7 @@ class OaiPmhClient:
         self.timeout = timeout
         self.backoff = backoff
         self.sleep = sleep
-        self.fetcher = Fetcher(base_url, max_bytes=max_bytes, deadline=deadline, timeout=timeout)
+        self.fetcher = Fetcher(base_url, max_bytes=max_bytes, deadline=deadline, timeout=timeout, stop=stop)
         #: HTTP requests made, for tests and logs.
         self.requests = 0
 
