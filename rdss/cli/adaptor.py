@@ -103,8 +103,17 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     """Harvest URL (an OAI-PMH base URL) incrementally and publish each new record as MetadataCreate, each changed one
     as MetadataUpdate and each deleted one as MetadataDelete to CHANNEL.
     """
-    from rdss.adaptors.oai_pmh import NETWORK_BACKOFF, HarvestError, OaiPmhAdaptor, OaiPmhClient, Profile
+    from rdss.adaptors.oai_pmh import (
+        NETWORK_BACKOFF,
+        HarvestError,
+        OaiPmhAdaptor,
+        OaiPmhClient,
+        Profile,
+        interruptible,
+    )
+    from rdss.aws.putrecords import PutRecordsBatcher
     from rdss.gateway import Gateway, GatewayError, SendFailed, TransportError, URLError
+    from rdss.model.errors import ChannelKind
 
     configure_service_logging(args, args.application)
     try:
@@ -116,6 +125,8 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.endpoint!r} is not an http(s) URL")
     if args.metadata_prefix != "oai_dc":
         raise CommandError("only oai_dc (Dublin Core) records are translated")
+    if args.channel in {kind.value for kind in ChannelKind}:  # valid records there would be marked published
+        raise CommandError(f"--to {args.channel}: an error channel; the adaptor publishes to a data channel (input)")
     try:
         profile = Profile.from_file(args.profile) if args.profile else Profile()
     except (OSError, ValueError, TypeError) as error:
@@ -141,6 +152,13 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as error:
         raise CommandError(describe(error), USAGE) from error
     stop = stop_on_signals()
+    # every wait ends when SIGTERM comes: the repository's Retry-After, a retry's backoff, and
+    # PutRecords' backoff while Kinesis is down (a stop there leaves the page unsaved, to be sent
+    # again, with the same message ids, by the next run)
+    pause = interruptible(stop)
+    batcher = getattr(gateway.transport, "batcher", None)
+    if isinstance(batcher, PutRecordsBatcher):
+        batcher.sleep = pause
     with gateway:
         try:
             adaptor = OaiPmhAdaptor(
@@ -149,6 +167,8 @@ def run_oai_pmh(args: argparse.Namespace) -> int:
                     backoff=replace(NETWORK_BACKOFF, max_retries=args.retries),
                     max_bytes=args.max_bytes,
                     deadline=args.deadline,
+                    sleep=pause,
+                    stop=stop,
                 ),
                 lambda messages: gateway.send_all(messages, channel=args.channel),
                 state,
@@ -184,6 +204,8 @@ def _tenant(args: argparse.Namespace) -> int | None:
     tenant = tenant_jisc_id(args)
     if args.message_version == "4.0.0" and tenant is None:
         raise CommandError("--version 4.0.0: messages carry a tenantJiscID: give --tenant-jisc-id or --env")
+    if tenant is not None and not 0 <= tenant <= 2**63 - 1:  # every message would be refused
+        raise CommandError(f"--tenant-jisc-id: expected a Jisc ID, a whole number 0..2^63-1, found {tenant}")
     return tenant
 
 

@@ -89,11 +89,20 @@ def _days_from_civil(year: int, month: int, day: int) -> int:
 
 
 def format(moment: datetime) -> str:  # noqa: A001 - the module's verb, used as timestamps.format
-    """Format an aware datetime as RFC 3339 in UTC with milliseconds: ``2017-03-01T13:14:15.000Z``."""
+    """Format an aware datetime as RFC 3339 in UTC with milliseconds: ``2017-03-01T13:14:15.000Z``.
+
+    Raises:
+        OverflowError: the moment in UTC falls outside :class:`datetime`'s years 1..9999
+            (``9999-12-31T23:59:59-14:00``).
+    """
     if moment.tzinfo is None:
         raise ValueError("timestamps must carry a zone: pass an aware datetime")
     utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # every field zero-padded by hand: glibc's %Y writes the year 999 as "999", not RFC 3339
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}."
+        f"{utc.microsecond // 1000:03d}Z"
+    )
 
 
 def now() -> datetime:

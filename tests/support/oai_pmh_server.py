@@ -9,7 +9,8 @@ deleted records (``status="deleted"``, no metadata), and the protocol's errors
 ``503 Retry-After`` (how OAI-PMH servers apply flow control) - or behave as real repositories
 do: answer OAI-PMH errors with a 4xx (:attr:`OaiPmhServer.error_status`), answer any error on
 demand (:meth:`OaiPmhServer.fail`), hand out resumption tokens that loop
-(:meth:`OaiPmhServer.cycle`), write anything in ``completeListSize`` and ``cursor``
+(:meth:`OaiPmhServer.cycle`) or fresh ones without end (:meth:`OaiPmhServer.unending`), write
+anything in ``completeListSize`` and ``cursor``
 (:attr:`OaiPmhServer.resumption_attributes`) or ``Retry-After`` - or as a hostile peer
 (:meth:`OaiPmhServer.hostile`): redirect elsewhere, answer without end, drip an answer, answer a
 status with a body that is not OAI-PMH.
@@ -66,6 +67,7 @@ class OaiPmhServer:
         self._retry_after: str | None = "1"
         self._failures: list[tuple[str, str]] = []
         self._cycle: tuple[int, int] | None = None
+        self._unending: bool | None = None
         self._hostile: Callable[[BaseHTTPRequestHandler], None] | None = None
         self._stopping = threading.Event()
         handler = type("Handler", (_Handler,), {"repository": self})
@@ -114,6 +116,13 @@ class OaiPmhServer:
             raise ValueError("a cycle starts at page 1 or later and has at least one page")
         with self._lock:
             self._cycle = None if first is None else (first, length)
+
+    def unending(self, repeat: bool | None) -> None:
+        """Answer every request that carries a resumption token with a fresh token (never one
+        handed out before) and the first page's first record again (``repeat``) or no record
+        at all: a list without end that no token loop reveals. None: list to the end again."""
+        with self._lock:
+            self._unending = repeat
 
     def hostile(self, behaviour: Callable[[BaseHTTPRequestHandler], None] | None) -> None:
         """Answer every request with ``behaviour`` (None: serve the protocol again); see
@@ -188,6 +197,11 @@ class OaiPmhServer:
             if not chosen:
                 return _error("noRecordsMatch", "no records match")
             token = _Token([r.identifier for r in chosen], 0)
+        if token_text is not None and self._unending is not None:
+            again = _record(self.records[token.identifiers[0]]) if self._unending else ""
+            name = uuid.uuid4().hex
+            self._tokens[name] = token
+            return f"<ListRecords>{again}<resumptionToken>{name}</resumptionToken></ListRecords>"
         page = token.identifiers[token.offset : token.offset + self.page_size]
         parts = ["<ListRecords>"]
         parts.extend(_record(self.records[i]) for i in page if i in self.records)

@@ -19,7 +19,9 @@ gateway:
   (``badResumptionToken``) - harvests again from the saved ``from``;
 * **finite**: a resumption token that comes back (the list loops) stops the harvest with
   :class:`ResumptionTokenLoop`, the position kept at that token as first saved
-  (:mod:`rdss.adaptors.oai_pmh.tokens`); ``noRecordsMatch`` is an empty list, whatever the HTTP
+  (:mod:`rdss.adaptors.oai_pmh.tokens`), and :data:`MAX_BARREN_PAGES` pages in a row with fresh
+  tokens and no record new to the harvest stop it with :class:`ListWithoutEnd`, the position
+  that of the last page published; ``noRecordsMatch`` is an empty list, whatever the HTTP
   status it comes with;
 * **at least once, without duplicates downstream**: objectUuid and messageId are UUIDv5s of
   (repository, identifier, datestamp), so a page published again after a crash carries the same
@@ -45,13 +47,16 @@ from rdss.adaptors.oai_pmh.client import (
     OaiPmhClient,
     Page,
     Record,
+    interruptible,
 )
 from rdss.adaptors.oai_pmh.dublin_core import NAMESPACE, Known, Profile, object_uuid, research_object, translate
+from rdss.adaptors.oai_pmh.fetch import Stopped
 from rdss.adaptors.oai_pmh.state import HarvestState
-from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
+from rdss.adaptors.oai_pmh.tokens import MAX_BARREN_PAGES, ListWithoutEnd, ResumptionTokenLoop, TokenTrail
 
 __all__ = [
     "DC",
+    "MAX_BARREN_PAGES",
     "NAMESPACE",
     "NETWORK_BACKOFF",
     "OAI",
@@ -60,13 +65,16 @@ __all__ = [
     "HarvestState",
     "HarvestStats",
     "Known",
+    "ListWithoutEnd",
     "OaiPmhAdaptor",
     "OaiPmhClient",
     "Page",
     "Profile",
     "Record",
     "ResumptionTokenLoop",
+    "Stopped",
     "TokenTrail",
+    "interruptible",
     "object_uuid",
     "research_object",
     "translate",

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from rdss.adaptors.oai_pmh.client import BadResumptionToken, OaiPmhClient, Page, Record
-from rdss.adaptors.oai_pmh.dublin_core import Known, Profile, moment, translate
+from rdss.adaptors.oai_pmh.dublin_core import MAX_JISC_ID, Known, Profile, moment, readable, translate
+from rdss.adaptors.oai_pmh.fetch import Stopped
 from rdss.adaptors.oai_pmh.state import HarvestState
-from rdss.adaptors.oai_pmh.tokens import ResumptionTokenLoop, TokenTrail
+from rdss.adaptors.oai_pmh.tokens import MAX_BARREN_PAGES, Novelty, ResumptionTokenLoop, TokenTrail
 from rdss.host.display import shorten
 from rdss.model import canonical, messages, timestamps, translation
 from rdss.model.messages import Message
@@ -61,6 +62,7 @@ class OaiPmhAdaptor:
         now: Callable[[], datetime] = timestamps.now,
         version: str = V3.version,
         tenant_jisc_id: int | None = None,
+        max_barren_pages: int = MAX_BARREN_PAGES,
     ) -> None:
         """
         Args:
@@ -68,17 +70,23 @@ class OaiPmhAdaptor:
                 ``lambda m: gateway.send_all(m, channel="input")``); raising leaves the page to
                 be harvested again.
             start_from: ``from`` of the first harvest when the state file has none.
+            max_barren_pages: how many pages in a row, each with a resumption token, may list
+                no record new to the harvest before it stops (:class:`ListWithoutEnd`).
             version: the Message API version the messages are written in (``3.0.2`` or
                 ``4.0.0``); 4.0.0 wants ``tenant_jisc_id``, the deployment's tenant.
 
         Raises:
-            ValueError: a version not written here, or 4.0.0 without a tenant.
+            ValueError: a version not written here, 4.0.0 without a tenant, a tenant that is
+                not a Jisc ID (0..2^63-1).
         """
         if version not in canonical.VERSIONS:
             raise ValueError(f"version: expected one of {', '.join(canonical.VERSIONS)}, found {version!r}")
         if version == V4.version and tenant_jisc_id is None:
             raise ValueError("4.0.0 messages carry a tenantJiscID: give the deployment's tenant_jisc_id")
+        if tenant_jisc_id is not None and (type(tenant_jisc_id) is not int or not 0 <= tenant_jisc_id <= MAX_JISC_ID):
+            raise ValueError(f"tenant_jisc_id: expected a Jisc ID, a whole number 0..2^63-1, found {tenant_jisc_id!r}")
         self.version = version
+        self.max_barren_pages = max_barren_pages
         self.tenant_jisc_id = tenant_jisc_id
         self.client = client
         self.publish = publish
@@ -96,14 +104,28 @@ class OaiPmhAdaptor:
             ResumptionTokenLoop: a resumption token came back (the list loops); the pages listed
                 are published, and the position is the one saved with that token when it was
                 first handed out, where the next harvest resumes (and stops likewise).
+            ListWithoutEnd: ``max_barren_pages`` pages in a row with a fresh token listed no
+                record new to the harvest; the position is that of the last page published.
             HarvestError: the repository failed (after retries); the position is that of the
                 last page published.
             Exception: whatever ``publish`` raised; that page is harvested again next time.
+
+        A :class:`~rdss.adaptors.oai_pmh.fetch.Stopped` raised by a wait (the client's, or one in
+        ``publish``) ends the harvest as ``stop`` does between pages, the page in hand unsaved.
         """
         stop = stop or threading.Event()
         stats = HarvestStats()
+        try:
+            self._harvest(stop, stats)
+        except Stopped as stopped:  # the page in hand is not saved: the next harvest asks for it again
+            _log.info("harvest stopped: %s", stopped)
+            stats.complete = False
+        return stats
+
+    def _harvest(self, stop: threading.Event, stats: HarvestStats) -> None:
         state = self.state
         trail = TokenTrail()
+        novelty = Novelty(self.max_barren_pages)
         if state.token is not None:
             try:
                 page = self.client.list_records(token=state.token)
@@ -119,6 +141,8 @@ class OaiPmhAdaptor:
         else:
             page = self._first_page()
         while True:
+            if page.token is not None:  # the last page ends the list whatever it holds
+                novelty.listed(((r.identifier, r.datestamp) for r in page.records), stats.pages + 1)
             self._publish_page(page, stats)
             if page.no_records_match and state.token is not None:
                 # noRecordsMatch to a resumption token: the list was cut short (a server that
@@ -145,7 +169,7 @@ class OaiPmhAdaptor:
                 stats.complete = True
             state.save(self.state_file)
             if page.token is None or stop.is_set():
-                return stats
+                return
             page = self.client.list_records(token=page.token)
 
     def _first_page(self) -> Page:
@@ -162,6 +186,13 @@ class OaiPmhAdaptor:
         high_water = state.high_water
         for record in page.records:
             stats.records += 1
+            if not readable(record.datestamp):
+                # no moment to order it by (year 0000, a zone past 9999, not a date): neither
+                # published nor allowed to move the next harvest's ``from``
+                self._not_published(
+                    record, stats, "badDatestamp", "not an OAI-PMH datestamp in the years 0001..9999 (UTC)"
+                )
+                continue
             if high_water is None or moment(record.datestamp) > moment(high_water):
                 high_water = record.datestamp
             known = published.get(record.identifier) or state.objects.get(record.identifier)
@@ -175,7 +206,8 @@ class OaiPmhAdaptor:
             except translation.Untranslatable as error:  # no form in the version written: not published
                 self._not_published(record, stats, str(error.code), error.description)
                 continue
-            verdict = validate(messages.serialise(outgoing_message))
+            # no size stage: the gateway sends a message over 1 MB as a multi-message sequence
+            verdict = validate(messages.serialise(outgoing_message), size_limit=None)
             if not verdict.valid:
                 self._not_published(record, stats, str(verdict.error_code), verdict.error_description or "")
                 continue

@@ -21,6 +21,7 @@ import email.utils
 import logging
 import re
 import socket
+import threading
 import time
 import urllib.error
 import xml.etree.ElementTree as ET
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Answer, Fetcher, Refused
+from rdss.adaptors.oai_pmh.fetch import DEFAULT_DEADLINE, DEFAULT_MAX_BYTES, Answer, Fetcher, Refused, Stopped
 from rdss.host.display import shorten
 from rdss.model.retry import Backoff
 
@@ -56,6 +57,17 @@ class HarvestError(Exception):
 
 class BadResumptionToken(HarvestError):
     """The server no longer knows the token (tokens expire): harvest again from ``from``."""
+
+
+def interruptible(stop: threading.Event) -> Callable[[float], None]:
+    """A ``sleep`` that a set ``stop`` ends at once, raising :class:`Stopped`: SIGTERM during a
+    300 s ``Retry-After`` stops the adaptor within a second, not after the wait."""
+
+    def pause(seconds: float) -> None:
+        if stop.wait(max(0.0, seconds)):
+            raise Stopped(f"stopped during a {seconds:.1f} s wait")
+
+    return pause
 
 
 @dataclass(frozen=True)
@@ -95,10 +107,15 @@ class OaiPmhClient:
         sleep: Callable[[float], None] = time.sleep,
         max_bytes: int = DEFAULT_MAX_BYTES,
         deadline: float = DEFAULT_DEADLINE,
+        stop: threading.Event | None = None,
     ) -> None:
         """
         Args:
             timeout: the longest wait for any one read of the connection.
+            sleep: how the client waits between attempts (:func:`interruptible` makes a stop
+                end the wait, raising :class:`Stopped`).
+            stop: when set, a request in progress ends at once, raising :class:`Stopped`
+                (without it, a request ends at ``deadline`` at the latest).
             max_bytes: the largest answer read; a larger one fails the request.
             deadline: the most one HTTP request may take, redirects included (its retries each
                 have their own).
@@ -107,7 +124,7 @@ class OaiPmhClient:
         self.timeout = timeout
         self.backoff = backoff
         self.sleep = sleep
-        self.fetcher = Fetcher(base_url, max_bytes=max_bytes, deadline=deadline, timeout=timeout)
+        self.fetcher = Fetcher(base_url, max_bytes=max_bytes, deadline=deadline, timeout=timeout, stop=stop)
         #: HTTP requests made, for tests and logs.
         self.requests = 0
 

@@ -3,6 +3,7 @@ carries (what Dublin Core lacks comes from the repository's :class:`Profile`).""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -15,7 +16,8 @@ from typing import Any
 
 from rdss import __version__
 from rdss.adaptors.oai_pmh.client import Record
-from rdss.model import messages, timestamps
+from rdss.host.display import shorten
+from rdss.model import messages, schemas, timestamps
 from rdss.model.messages import Message
 
 _log = logging.getLogger(__name__)
@@ -58,6 +60,28 @@ _DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?\Z")
 
 #: The largest profile file read.
 _MAX_PROFILE_BYTES = 1024 * 1024
+#: The largest Jisc ID (organisationJiscId, tenantJiscID): the 64-bit integer JSON writers carry.
+MAX_JISC_ID = 2**63 - 1
+
+
+#: The profile's integer-coded fields and the data model's enumerations they hold.
+_ENUMERATIONS = {
+    "organisation_type": "organisationType",
+    "access_type": "accessType",
+    "person_identifier_type": "personIdentifierType",
+}
+
+
+@functools.cache
+def _codes(name: str) -> tuple[int, int, tuple[str, ...]]:
+    """An integer-coded enumeration of the data model (schemas/model/enumerations.json): its
+    lowest and highest code and the codes' names, code order."""
+    definition = schemas.documents()["model/enumerations.json"]["$defs"][name]
+    return definition["minimum"], definition["maximum"], schemas.enumeration_names(name)
+
+
+def _shown(value: object) -> str:
+    return shorten(json.dumps(value, default=repr), 60)
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,32 @@ class Profile:
     person_identifier_type: int = 3
     generator: str = f"rdss-oai-pmh-adaptor-{__version__}"
 
+    def __post_init__(self) -> None:
+        """Refuse a field of the wrong type or outside its codes: such a profile would make
+        every record invalid, and the harvest would move past them (lost).
+
+        Raises:
+            ValueError: which field, what it expects, what it found.
+        """
+        for field_ in fields(self):
+            value = getattr(self, field_.name)
+            if field_.name in _ENUMERATIONS:
+                enumeration = _ENUMERATIONS[field_.name]
+                low, high, names = _codes(enumeration)
+                if type(value) is not int or not low <= value <= high:
+                    hint = f" (write {names.index(value) + low} for {value})" if value in names else ""
+                    raise ValueError(
+                        f"{field_.name}: expected a code of {enumeration}, a whole number {low}..{high}"
+                        f"{hint}, found {_shown(value)}"
+                    )
+            elif field_.name == "organisation_jisc_id":
+                if type(value) is not int or not 0 <= value <= MAX_JISC_ID:
+                    raise ValueError(
+                        f"{field_.name}: expected a Jisc ID, a whole number 0..2^63-1, found {_shown(value)}"
+                    )
+            elif not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{field_.name}: expected a non-empty string, found {_shown(value)}")
+
     @classmethod
     def from_file(cls, path: str | Path) -> Profile:
         """A profile from a JSON object of these field names.
@@ -90,17 +140,27 @@ class Profile:
             ValueError: unknown fields, or not a JSON object.
             OSError: the file cannot be read.
         """
-        with Path(path).open("rb") as file:
+        file_path = Path(path)
+        if file_path.exists() and not file_path.is_file():  # a FIFO would block the open for ever
+            raise ValueError(f"{path}: not a regular file")
+        with file_path.open("rb") as file:
             text = file.read(_MAX_PROFILE_BYTES + 1)  # a profile is a few lines, not /dev/zero
         if len(text) > _MAX_PROFILE_BYTES:
             raise ValueError(f"{path}: larger than {_MAX_PROFILE_BYTES:,} bytes, not a profile")
-        values = json.loads(text)
+        try:
+            values = json.loads(text)
+        except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+            raise ValueError(f"{path}: not JSON ({shorten(str(error), 200)})") from None
         if not isinstance(values, dict):
             raise ValueError(f"{path}: expected a JSON object")
         unknown = set(values) - {f.name for f in fields(cls)}
         if unknown:
-            raise ValueError(f"{path}: unknown profile field(s) {', '.join(sorted(unknown))}")
-        return cls(**values)
+            shown = ", ".join(shorten(repr(name), 60) for name in sorted(unknown)[:5])
+            raise ValueError(f"{path}: unknown profile field(s) {shown}")
+        try:
+            return cls(**values)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -278,13 +338,19 @@ def _date(value: str) -> str | None:
         year, month, day = match.group(1), match.group(2) or "01", match.group(3) or "01"
         try:
             return timestamps.format(datetime(int(year), int(month), int(day), tzinfo=UTC))
-        except ValueError:
+        except ValueError:  # no such day, or the year 0000
             return None
     candidate = text if re.search(r"([Zz]|[+-]\d{2}:\d{2})$", text) else text + "Z"
     try:
         return timestamps.format(timestamps.parse(candidate))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a zone carrying it past 9999 or before 1
         return None
+
+
+def readable(datestamp: str) -> bool:
+    """Whether a datestamp is one the adaptor can order records by (a date or date-time Python
+    represents): a record whose datestamp is not cannot be placed in the harvest."""
+    return _date(datestamp) is not None
 
 
 def moment(datestamp: str) -> datetime:

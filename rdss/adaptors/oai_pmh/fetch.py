@@ -16,6 +16,7 @@ import contextlib
 import http.client
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -59,16 +60,28 @@ class DeadlineExceeded(TimeoutError):
     """No complete answer within the deadline: a timeout, so worth another attempt."""
 
 
-class _Watch:
-    """Shuts the request's sockets down at the deadline."""
+class Stopped(Exception):
+    """A stop was asked for during a wait (a request, a ``Retry-After``, a retry's backoff, a
+    send's): the harvest ends where it is, its position that of the last page published."""
 
-    def __init__(self, seconds: float) -> None:
+
+class _Watch:
+    """Shuts the request's sockets down at the deadline, or at once when ``stop`` is set."""
+
+    #: How often a watch with a stop event looks at it: a stop ends a request within this.
+    POLL = 0.1
+
+    def __init__(self, seconds: float, stop: threading.Event | None = None) -> None:
         self.expired = False
+        #: True when ``stop`` (not the deadline) shut the sockets.
+        self.stopped = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._stop = stop
+        self._done = threading.Event()
+        self._ends = time.monotonic() + seconds
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="oai-pmh-deadline")
+        self._thread.start()
 
     def add(self, sock: socket.socket) -> None:
         with self._lock:
@@ -77,7 +90,19 @@ class _Watch:
                 _shut(sock)
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        self._done.set()
+
+    def _watch(self) -> None:
+        while True:
+            left = self._ends - time.monotonic()
+            if left <= 0:
+                break
+            if self._done.wait(left if self._stop is None else min(left, self.POLL)):
+                return
+            if self._stop is not None and self._stop.is_set():
+                self.stopped = True
+                break
+        self._expire()
 
     def _expire(self) -> None:
         with self._lock:
@@ -173,13 +198,19 @@ class Fetcher:
         max_bytes: int = DEFAULT_MAX_BYTES,
         deadline: float = DEFAULT_DEADLINE,
         timeout: float = 60.0,
+        stop: threading.Event | None = None,
     ) -> None:
+        """
+        Args:
+            stop: when set, a request in progress ends at once, raising :class:`Stopped`.
+        """
         self.origin = urlsplit(base_url)
         if self.origin.scheme.lower() not in _DEFAULT_PORTS or not self.origin.hostname:
             raise ValueError(f"{base_url!r} is not an http(s) URL")
         self.max_bytes = max_bytes
         self.deadline = deadline
         self.timeout = timeout
+        self.stop = stop
 
     def get(self, url: str) -> Answer:
         """The answer to GET ``url`` (after same-host redirects), whatever its status.
@@ -187,9 +218,12 @@ class Fetcher:
         Raises:
             Refused: a redirect elsewhere, or an answer over ``max_bytes``.
             DeadlineExceeded: no complete answer within ``deadline`` seconds.
+            Stopped: ``stop`` was set before the answer was complete.
             OSError: the network (connection refused, reset, a name that does not resolve...).
         """
-        watch = _Watch(self.deadline)
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("stopped before a request")
+        watch = _Watch(self.deadline, self.stop)
         opener = urllib.request.build_opener(_HTTP(watch), _HTTPS(watch), _SameHost(self.origin))
         request = urllib.request.Request(url, headers={"User-Agent": f"rdss-oai-pmh-adaptor/{__version__}"})
         try:
@@ -202,6 +236,8 @@ class Fetcher:
                 body = self._read(response)
                 headers = response.headers
         except (OSError, http.client.HTTPException) as error:
+            if watch.stopped:
+                raise Stopped("stopped during a request") from None
             if watch.expired:
                 raise self._late() from None
             if isinstance(error, http.client.HTTPException) and not isinstance(error, OSError):
@@ -210,6 +246,8 @@ class Fetcher:
             raise
         finally:
             watch.cancel()
+        if watch.stopped:
+            raise Stopped("stopped during a request")
         if watch.expired:  # the shut socket ended the read early: the body is not whole
             raise self._late()
         return Answer(status, reason, headers, body)
@@ -243,4 +281,4 @@ class Fetcher:
         return DeadlineExceeded(f"no complete answer within {self.deadline:g} s (--deadline)")
 
 
-__all__ = ["DEFAULT_DEADLINE", "DEFAULT_MAX_BYTES", "Answer", "DeadlineExceeded", "Fetcher", "Refused"]
+__all__ = ["DEFAULT_DEADLINE", "DEFAULT_MAX_BYTES", "Answer", "DeadlineExceeded", "Fetcher", "Refused", "Stopped"]

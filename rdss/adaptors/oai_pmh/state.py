@@ -10,8 +10,10 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rdss.adaptors.oai_pmh.dublin_core import Known
+from rdss.host.display import shorten
 from rdss.host.statedir import creatable
 
 _log = logging.getLogger(__name__)
@@ -53,24 +55,60 @@ class HarvestState:
             raise ValueError(f"larger than {MAX_STATE_BYTES:,} bytes: not a state file this wrote")
         try:
             data = json.loads(text)
-            state = cls(
-                base_url=data["base_url"],
-                metadata_prefix=data["metadata_prefix"],
-                set_spec=data.get("set_spec"),
-                from_=data.get("from"),
-                token=data.get("token"),
-                high_water=data.get("high_water"),
-                harvests=int(data.get("harvests", 0)),
-                objects={k: Known(*v) for k, v in data.get("objects", {}).items()},
-            )
-        except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
-            raise ValueError(f"not a harvest state file ({type(error).__name__}: {error})") from None
+        except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+            raise ValueError(f"not a harvest state file (not JSON: {shorten(str(error), 120)})") from None
+        state = cls._read(data)
         if (state.base_url, state.metadata_prefix, state.set_spec) != (base_url, metadata_prefix, set_spec):
             raise ValueError(
-                f"{path} holds the harvest of {state.base_url} ({state.metadata_prefix}, set {state.set_spec}): "
+                f"{path} holds the harvest of {shorten(state.base_url, 200)} ({shorten(state.metadata_prefix, 40)}, "
+                f"set {shorten(str(state.set_spec), 60)}): "
                 "use another state file for another endpoint"
             )
         return state
+
+    @classmethod
+    def _read(cls, data: Any) -> HarvestState:
+        """The state ``data`` (a state file's JSON) holds, each field checked against what
+        :meth:`save` writes: a forged or damaged file is refused naming the field, never half read.
+
+        Raises:
+            ValueError: which field is missing or of the wrong type.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"not a harvest state file: expected a JSON object, found {_kind(data)}")
+        for name in ("base_url", "metadata_prefix"):
+            if not isinstance(data.get(name), str):
+                raise _malformed(name, "a string", data.get(name))
+        for name in ("set_spec", "from", "token", "high_water"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise _malformed(name, "a string or null", data[name])
+        harvests = data.get("harvests", 0)
+        if type(harvests) is not int or harvests < 0:
+            raise _malformed("harvests", "a whole number", harvests)
+        raw_objects = data.get("objects", {})
+        if not isinstance(raw_objects, dict):
+            raise _malformed("objects", "an object", raw_objects)
+        objects = {}
+        for identifier, value in raw_objects.items():
+            if not (
+                isinstance(value, list)
+                and len(value) in (2, 3)
+                and isinstance(value[0], str)
+                and isinstance(value[1], str)
+                and (len(value) == 2 or isinstance(value[2], bool))
+            ):
+                raise _malformed(f"objects[{shorten(repr(identifier), 60)}]", "[objectUuid, datestamp, deleted]", value)
+            objects[identifier] = Known(*value)
+        return cls(
+            base_url=data["base_url"],
+            metadata_prefix=data["metadata_prefix"],
+            set_spec=data.get("set_spec"),
+            from_=data.get("from"),
+            token=data.get("token"),
+            high_water=data.get("high_water"),
+            harvests=harvests,
+            objects=objects,
+        )
 
     def save(self, path: Path) -> None:
         """Write atomically: a crash leaves the previous state or this one, never half of one."""
@@ -101,3 +139,24 @@ class HarvestState:
             os.fsync(directory)  # the rename itself survives a power cut
         finally:
             os.close(directory)
+
+
+def _kind(value: Any) -> str:
+    """A JSON value as an error names it: its type and, cut, itself."""
+    names = {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }
+    shown = "null" if value is None else names.get(type(value), type(value).__name__)
+    if not isinstance(value, dict | list):
+        shown += f" {shorten(json.dumps(value), 40)}" if value is not None else ""
+    return shown
+
+
+def _malformed(name: str, expected: str, found: Any) -> ValueError:
+    # the name in quotes: a bare ``token: 7`` is what the CLI's redaction takes for a secret
+    return ValueError(f'not a harvest state file: field "{name}": expected {expected}, found {_kind(found)}')

@@ -12,12 +12,17 @@ Memory is bounded whatever the list's length: the trail keeps a digest of each o
 repeats), and of the tokens of pages 1, 2, 4, 8... of the harvest for good. A longer cycle is
 caught on its second turn past one of those: a cycle of ``L`` pages entered at page ``m`` is
 seen by page ``2m + L`` at the latest.
+
+A list can also go on without a token coming back: a fresh token on every page, each page empty
+or listing the same records again. :class:`Novelty` stops it after :data:`MAX_BARREN_PAGES`
+pages in a row that list no record new to the harvest (:class:`ListWithoutEnd`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rdss.adaptors.oai_pmh.client import HarvestError
@@ -89,9 +94,52 @@ class TokenTrail:
             del self._recent[self._order.popleft()]
 
 
-def _digest(token: str) -> bytes:
+#: How many pages in a row may add no record new to the harvest before the list is taken for
+#: one without end (fresh tokens for ever, each page empty or listing what came before).
+MAX_BARREN_PAGES = 100
+
+
+class ListWithoutEnd(HarvestError):
+    """Page after page of fresh resumption tokens and nothing new: the list never ends."""
+
+    def __init__(self, pages: int, page: int) -> None:
+        super().__init__(
+            f"{pages:,} pages in a row, up to page {page:,} of this harvest, listed no record it had not "
+            "listed before, each with a fresh resumption token: the list does not end, so the harvest "
+            "stops at the last page published, where the next harvest resumes",
+            "listWithoutEnd",
+        )
+
+
+class Novelty:
+    """Which records one harvest has listed, to tell a page that adds nothing.
+
+    A record is its identifier and datestamp (a new version of a record is new); each is kept as
+    an 8-byte digest, so a harvest of a million records costs tens of megabytes, as its state does.
+    """
+
+    def __init__(self, limit: int = MAX_BARREN_PAGES) -> None:
+        self.limit = limit
+        #: Pages in a row that listed nothing new.
+        self.barren = 0
+        self._seen: set[bytes] = set()
+
+    def listed(self, records: Iterable[tuple[str, str]], page: int) -> None:
+        """A page listed ``records`` (identifier, datestamp).
+
+        Raises:
+            ListWithoutEnd: the ``limit``-th page in a row that listed nothing new.
+        """
+        before = len(self._seen)
+        self._seen.update(_digest(f"{identifier}\n{datestamp}", 8) for identifier, datestamp in records)
+        self.barren = 0 if len(self._seen) > before else self.barren + 1
+        if self.barren >= self.limit:
+            raise ListWithoutEnd(self.barren, page)
+
+
+def _digest(token: str, size: int = 16) -> bytes:
     """16 bytes per token: a token is the repository's to choose, of any length."""
-    return hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=size).digest()
 
 
-__all__ = ["WINDOW", "Mark", "ResumptionTokenLoop", "TokenTrail"]
+__all__ = ["MAX_BARREN_PAGES", "WINDOW", "ListWithoutEnd", "Mark", "Novelty", "ResumptionTokenLoop", "TokenTrail"]
