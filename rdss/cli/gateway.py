@@ -58,6 +58,7 @@ from rdss.host.display import printable, printable_json, safe
 from rdss.host.inputs import ndjson, read_input
 from rdss.model import jsonkeys, translation
 from rdss.model.canonical import VERSIONS
+from rdss.model.errors import ErrorCode
 from rdss.observability.outside import message_fields
 
 _APPLICATION = "rdss-cli"
@@ -131,7 +132,9 @@ def run_send(args: argparse.Namespace) -> int:
             receipts = gateway.send_all(payloads, channel=args.channel, auth_token=token, context=args.context)
         except MessageRefused as refused:
             for refusal in refused.refusals:
-                hint = _ARRAY_HINT if payloads[refusal.index].lstrip()[:1] == b"[" else ""
+                # an array that is not JSON at all (nested too deep, cut short) is no list of messages
+                array = payloads[refusal.index].lstrip()[:1] == b"[" and refusal.error_code != ErrorCode.GENERR007
+                hint = _ARRAY_HINT if array else ""
                 print(
                     safe(f"{names[refusal.index]}: {refusal.error_code} {refusal.error_description}{hint}"),
                     file=sys.stderr,

@@ -77,12 +77,18 @@ def ndjson(data: bytes) -> list[tuple[int, bytes]] | None:
 
 
 def _parses(data: bytes) -> bool:
-    """Whether ``data`` is one JSON value (numbers orjson cannot hold, such as 10**400, included)."""
+    """Whether ``data`` is one JSON value (numbers orjson cannot hold, such as 10**400, included).
+
+    Never raises: whatever the bytes, the message they are is the classifier's to judge (a value
+    nested deeper than orjson's 1,024 levels is GENERR007 there, as for any malformed JSON).
+    """
     try:
         orjson.loads(data)
     except orjson.JSONDecodeError:
         try:
             json.loads(data)
         except ValueError:  # UnicodeDecodeError and json.JSONDecodeError alike
+            return False
+        except RecursionError:  # the standard library's scanner recurses once a level of nesting
             return False
     return True

@@ -260,6 +260,10 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("send-token-dev-zero", "send", VALID, "--url", "memory://x", "--auth-token-file", big)
     yield case("send-token-missing", "send", VALID, "--url", "memory://x", "--auth-token-file", str(tmp / "no"))
     yield case("send-context-not-json", "send", VALID, "--url", "memory://x", "--context", "{nope")
+    deep = tmp / "deep.json"  # past orjson's 1,024 levels, and the standard library's recursion limit
+    deep.write_bytes(b"[" * 5_000 + b"]" * 5_000)
+    yield case("send-deep-json", "send", str(deep), "--url", "memory://x", exits=(1,))
+    yield case("request-deep-json", "request", str(deep), "--url", "memory://x", exits=(1,))
     yield case("request-dev-zero", "request", big, "--timeout", "1", "--url", "memory://x")
     yield case("request-not-a-request", "request", VALID, "--url", "memory://x")
     yield case("split-dev-zero", "split", big, "--out", str(tmp / "parts"))

@@ -343,3 +343,37 @@ def test_a_context_naming_a_member_twice_is_refused_once_is_kept(context, data):
     twice = text[:-1] + "," + orjson.dumps({name: None}).decode()[1:]
     with pytest.raises(argparse.ArgumentTypeError, match="more than once"):
         _json_object(twice)
+
+
+@pytest.mark.parametrize("depth", [1_025, 5_000, 100_000])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("send",),
+        ("request", "--timeout", "0.2"),
+        ("validate",),
+        ("translate", "--to", "4.0.0"),
+        ("split", "--out", "{tmp}/parts"),
+        ("join",),
+    ],
+)
+def test_every_command_reading_a_message_file_says_generr007_for_json_nested_at_any_depth(
+    url, capsys, tmp_path, command, depth
+):
+    """rdss send told a message file from newline-delimited JSON by the standard library's scanner,
+    which recursed past orjson's 1,024 levels into a RecursionError traceback."""
+    for name, data in {
+        "deep.json": b"[" * depth + b"]" * depth,
+        "deep-object.json": b'{"a":' * depth + b"1" + b"}" * depth,
+        "deep.ndjson": b"[" * depth + b"]" * depth + b'\n{"a": 1}\n',
+    }.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        verb, *options = command
+        code, out, err = run(capsys, verb, str(path), *(o.format(tmp=tmp_path) for o in options))
+        assert code == 1, (name, out, err)
+        said = [line for line in (out + err).splitlines() if "GENERR007" in line and "malformed JSON" in line]
+        assert said, (name, out, err)
+        assert "(a JSON array" not in out + err  # not a list of messages: no hint to send each
+    assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
+    assert not (tmp_path / "parts").exists()
