@@ -295,6 +295,21 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     dev = "kinesis://dev"
     yield case("vendor-cdk-out-missing", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(tmp / "no"))
     yield case("vendor-cdk-out-file", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(a_file))
+    manifest = orjson.dumps({"artifacts": {"rdss-dev": {"environment": "aws://123456789012/eu-west-2"}}})
+    for label, template in (
+        ("deep", b"[" * 5_000 + b"]" * 5_000),
+        ("not-utf8", b'{"Outputs": "\xff"}'),
+        ("not-json", b'{"Outputs": '),
+        ("fifo", None),
+    ):
+        synthesised = tmp / f"cdk-out-{label}"
+        synthesised.mkdir()
+        (synthesised / "manifest.json").write_bytes(manifest)
+        if template is None:
+            os.mkfifo(synthesised / "rdss-dev.template.json")
+        else:
+            (synthesised / "rdss-dev.template.json").write_bytes(template)
+        yield case(f"vendor-cdk-out-{label}", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(synthesised))
     yield case("vendor-ldr-memory", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(tmp),
                "--ldr", "memory://")  # fmt: skip
     yield case("trace-since-garbage", "trace", "x", "--url", kinesis, "--since", "yesterday")
