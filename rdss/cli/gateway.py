@@ -54,11 +54,13 @@ from rdss.gateway import (
 )
 from rdss.gateway.backend import Delivery, StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
+from rdss.gateway.send import Sendable
 from rdss.host.display import printable, printable_json, safe
 from rdss.host.inputs import ndjson, read_input
 from rdss.model import jsonkeys, translation
 from rdss.model.canonical import VERSIONS
 from rdss.model.errors import ErrorCode
+from rdss.model.validation import validate
 from rdss.observability.outside import message_fields
 
 _APPLICATION = "rdss-cli"
@@ -98,7 +100,12 @@ def register(commands: Any) -> None:
     add_number_option(
         ask, "--timeout", seconds(), default=REQUEST_TIMEOUT, metavar="S", help="seconds to wait for the reply"
     )
-    ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
+    ask.add_argument(
+        "--reply-to",
+        metavar="CHANNEL",
+        help="the channel the reply comes to: FILE's returnAddress is set to CHANNEL before sending, replacing the one "
+        "FILE names (rdss new writes responses); default: FILE's returnAddress, else responses",
+    )
     add_poll_interval_option(ask)
     add_gateway_options(ask, _APPLICATION)
     _add_version_options(ask)
@@ -224,10 +231,11 @@ def run_request(args: argparse.Namespace) -> int:
     """
     configure_service_logging(args, args.application)
     payload = _read(args.file)
+    request: Sendable = payload if args.reply_to is None else _addressed_to(payload, args.reply_to)
     options = {"reads": args.reads, "tenant_jisc_id": args.tenant_jisc_id}
     with _gateway(args, reply_poll_interval=args.interval, **options) as gateway:
         try:
-            reply = gateway.request(payload, args.timeout, reply_to=args.reply_to)
+            reply = gateway.request(request, args.timeout, reply_to=args.reply_to or _REPLY_TO)
         except MessageRefused as refused:
             raise CommandError(f"{args.file}: {refused}", INVALID) from refused
         except NotARequest as wrong:
@@ -241,6 +249,24 @@ def run_request(args: argparse.Namespace) -> int:
             raise CommandError(str(error), INVALID) from error
     print_json(reply, indent=True)
     return 0
+
+
+#: Where a reply comes when neither --reply-to nor the request names a returnAddress (the gateway's default).
+_REPLY_TO = "responses"
+
+
+def _addressed_to(payload: bytes, channel: str) -> Sendable:
+    """The request with returnAddress ``channel``: an explicit ``--reply-to`` wins over the file's
+    (:meth:`Gateway.request` keeps a returnAddress the request names, as a program that wrote one
+    means it; a user giving the flag means the flag, and ``rdss new`` always writes one).
+
+    Bytes that are no message with a header (not JSON, a member named twice) go as they are, for
+    the classifier to refuse in its own words; so does a request already addressed there."""
+    message = validate(payload, check_expiry=False, size_limit=None).message
+    header = message.get("messageHeader") if isinstance(message, dict) else None
+    if not isinstance(message, dict) or not isinstance(header, dict) or header.get("returnAddress") == channel:
+        return payload
+    return {**message, "messageHeader": {**header, "returnAddress": channel}}
 
 
 def _in_version(args: argparse.Namespace) -> Callable[[Delivery], bytes | None]:

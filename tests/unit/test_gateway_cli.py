@@ -377,3 +377,60 @@ def test_every_command_reading_a_message_file_says_generr007_for_json_nested_at_
         assert "(a JSON array" not in out + err  # not a list of messages: no hint to send each
     assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
     assert not (tmp_path / "parts").exists()
+
+
+def _answer_one_request(url: str, addresses: list[str]) -> threading.Thread:
+    """A responder answering one request at its returnAddress, noting each returnAddress it saw."""
+
+    def respond() -> None:
+        g = Gateway(url, application="responder")
+
+        def answer(received):
+            addresses.append(received.header["returnAddress"])
+            document = reply(received.message, Workload(4).research_object())
+            g.send(reply(received.message, document["messageBody"]), channel=received.header["returnAddress"])
+
+        g.listen(
+            "input",
+            answer,
+            max_messages=1,
+            idle_timeout=5,
+            poll_interval=0.02,
+            selector=select(message_class="Command"),
+        )
+
+    thread = threading.Thread(target=respond)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("reply_to", ["metadata", "responses", None])
+def test_an_explicit_reply_to_wins_over_the_returnaddress_of_the_file_rdss_new_writes(url, capsys, tmp_path, reply_to):
+    """rdss new writes returnAddress responses, and --reply-to was ignored whenever the file named one."""
+    code, skeleton, _ = run(capsys, "new", "MetadataRead", "--class", "Command")
+    assert orjson.loads(skeleton)["messageHeader"]["returnAddress"] == "responses"
+    path = tmp_path / "read.json"
+    path.write_text(skeleton)
+    addresses: list[str] = []
+    thread = _answer_one_request(url, addresses)
+    option = () if reply_to is None else ("--reply-to", reply_to)
+    code, out, err = run(capsys, "request", str(path), *option, "--timeout", "5", "--interval", "0.05")
+    thread.join(10)
+    assert (code, err) == (0, "")
+    assert addresses == [reply_to or "responses"]  # the flag, else the file's own
+    answer = orjson.loads(out)
+    assert answer["messageHeader"]["correlationId"] == orjson.loads(skeleton)["messageHeader"]["messageId"]
+    (sent,) = memory_backend.bus(url.split("//")[1]).payloads("input")
+    assert orjson.loads(sent)["messageHeader"]["returnAddress"] == (reply_to or "responses")
+
+
+def test_reply_to_gives_a_returnaddress_to_a_request_naming_none(url, capsys, tmp_path):
+    read = Workload(4).message("MetadataRead", "Command")
+    read["messageHeader"].pop("returnAddress", None)
+    addresses: list[str] = []
+    thread = _answer_one_request(url, addresses)
+    code, _, err = run(
+        capsys, "request", str(write(tmp_path, "r.json", read)), "--reply-to", "metadata", "--timeout", "5"
+    )
+    thread.join(10)
+    assert (code, err, addresses) == (0, "", ["metadata"])
