@@ -262,6 +262,10 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("send-context-not-json", "send", VALID, "--url", "memory://x", "--context", "{nope")
     deep = tmp / "deep.json"  # past orjson's 1,024 levels, and the standard library's recursion limit
     deep.write_bytes(b"[" * 5_000 + b"]" * 5_000)
+    # a memory:// bus lives in one process: the command's, which ends with it (nothing sent, nothing to tail)
+    yield case("send-memory", "send", VALID, "--url", "memory://x")
+    yield case("request-memory", "request", READ, "--url", "memory://x")
+    yield case("tail-memory", "tail", "metadata", "--idle", "1", env={"RDSS_GATEWAY_URL": "memory://x"})
     yield case("send-deep-json", "send", str(deep), "--url", "memory://x", exits=(1,))
     yield case("request-deep-json", "request", str(deep), "--url", "memory://x", exits=(1,))
     yield case("request-dev-zero", "request", big, "--timeout", "1", "--url", "memory://x")

@@ -434,3 +434,44 @@ def test_reply_to_gives_a_returnaddress_to_a_request_naming_none(url, capsys, tm
     )
     thread.join(10)
     assert (code, err, addresses) == (0, "", ["metadata"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["send", str(EXAMPLES / "valid" / "metadata-create-command.json")], "rdss send: nothing sent: {url} is a bus"),
+        (
+            ["send", str(EXAMPLES / "valid" / "metadata-create-command.json"), "--to", "metadata"],
+            "rdss send: nothing sent",
+        ),
+        (["tail", "metadata", "--idle", "0.1"], "rdss tail: {url} is a bus inside this process"),
+        (
+            ["request", str(EXAMPLES / "valid" / "metadata-read-command.json"), "--timeout", "0.2"],
+            "rdss request: nothing sent: {url} is",
+        ),
+        (["tail", "input", "--from-start", "--idle", "0.1"], "rdss tail: {url} is a bus inside this process"),
+    ],
+)
+def test_a_memory_bus_is_refused_where_the_process_ends_with_the_command(url, capsys, monkeypatch, argv, said):
+    """rdss send said "sent ... to input" and exit 0 with the message gone with the process, and
+    rdss tail waited on a bus nothing could ever send to."""
+    monkeypatch.setattr("sys.argv", ["rdss", *argv])
+    code, (out, err) = main(), capsys.readouterr()  # the process's own command line, as the rdss program runs it
+    assert (code, out) == (2, "")
+    assert err.startswith(said.format(url=url))
+    assert err.count("\n") == 1
+    assert "kinesis://ENV?region=REGION or amqp://USER@HOST/VHOST" in err
+    assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
+    # main called by a program, which holds the bus on: sent, or tailed, or a request sent (none answers)
+    assert run(capsys, *argv)[0] == (1 if argv[0] == "request" else 0)
+
+
+def test_an_invalid_message_on_a_memory_bus_gets_its_verdict_first(url, capsys, monkeypatch, tmp_path):
+    path = write(tmp_path, "bad.json", {"messageHeader": 7})
+    monkeypatch.setattr("sys.argv", ["rdss", "send", str(path)])
+    code, (out, err) = main(), capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-2:] == [
+        f"{path}: GENERR004 messageHeader: a JSON number, expected an object",
+        "rdss send: nothing sent: 1 invalid message(s)",
+    ]
