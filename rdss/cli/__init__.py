@@ -90,11 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` names; None: this process's own command line (``rdss``, ``python
+    -m rdss``), after which the process ends - so a ``memory://`` bus, which lives in the process,
+    ends with the command, and ``rdss send``/``tail``/``request`` refuse one (a program calling main with
+    its arguments holds the bus on)."""
     if sys.stdout is None:  # started with standard output closed (>&-): Python gives None, not a file
         print("rdss: standard output is closed: give it somewhere to go (e.g. >/dev/null)", file=sys.stderr)
         return USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.one_shot = argv is None
     if getattr(args, "local_runtime", None):  # --local: which local runtime, for this command and its SDK calls
         os.environ["RDSS_LOCAL"] = args.local_runtime
     try:

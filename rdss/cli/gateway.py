@@ -54,10 +54,14 @@ from rdss.gateway import (
 )
 from rdss.gateway.backend import Delivery, StartPosition
 from rdss.gateway.request import DEFAULT_TIMEOUT
+from rdss.gateway.send import Sendable
+from rdss.gateway.url import parse as parse_url
 from rdss.host.display import printable, printable_json, safe
 from rdss.host.inputs import ndjson, read_input
 from rdss.model import jsonkeys, translation
 from rdss.model.canonical import VERSIONS
+from rdss.model.errors import ErrorCode
+from rdss.model.validation import validate
 from rdss.observability.outside import message_fields
 
 _APPLICATION = "rdss-cli"
@@ -97,7 +101,12 @@ def register(commands: Any) -> None:
     add_number_option(
         ask, "--timeout", seconds(), default=REQUEST_TIMEOUT, metavar="S", help="seconds to wait for the reply"
     )
-    ask.add_argument("--reply-to", default="responses", metavar="CHANNEL", help="returnAddress (default: responses)")
+    ask.add_argument(
+        "--reply-to",
+        metavar="CHANNEL",
+        help="the channel the reply comes to: FILE's returnAddress is set to CHANNEL before sending, replacing the one "
+        "FILE names (rdss new writes responses); default: FILE's returnAddress, else responses",
+    )
     add_poll_interval_option(ask)
     add_gateway_options(ask, _APPLICATION)
     _add_version_options(ask)
@@ -119,19 +128,30 @@ def run_send(args: argparse.Namespace) -> int:
     JSON (a message a line, as rdss tail prints them; each named FILE:LINE). If any message is invalid nothing is sent
     (exit 1). A message over the limit goes as a multi-message sequence: consumers receive it reassembled, under the
     messageId of its first part and with messageSequence.sequence S (both printed; S is derived from the messageId it
-    was sent as, by which rdss trace finds it too).
+    was sent as, by which rdss trace finds it too). A memory:// URL is refused (exit 2): its bus would end with this
+    command, and what was sent with it.
     """
     configure_service_logging(args, args.application)
     names, payloads = _messages(args.files)
     token = _read(args.auth_token_file).decode("utf-8", "replace").strip() if args.auth_token_file else None
     if token == "":
         raise CommandError(f"{args.auth_token_file}: the auth token file is empty", USAGE)
+    bus = _in_process_bus(args)
     with _gateway(args) as gateway:
         try:
+            if bus is not None:
+                gateway.sender.prepare(payloads, args.channel)  # judged as if sent: an invalid one is told first
+                raise CommandError(
+                    f"nothing sent: {bus} is a bus inside this process, which ends with this command, so nothing "
+                    f"could read what was sent there; give a URL that keeps messages: {_KEEPING}",
+                    USAGE,
+                )
             receipts = gateway.send_all(payloads, channel=args.channel, auth_token=token, context=args.context)
         except MessageRefused as refused:
             for refusal in refused.refusals:
-                hint = _ARRAY_HINT if payloads[refusal.index].lstrip()[:1] == b"[" else ""
+                # an array that is not JSON at all (nested too deep, cut short) is no list of messages
+                array = payloads[refusal.index].lstrip()[:1] == b"[" and refusal.error_code != ErrorCode.GENERR007
+                hint = _ARRAY_HINT if array else ""
                 print(
                     safe(f"{names[refusal.index]}: {refusal.error_code} {refusal.error_description}{hint}"),
                     file=sys.stderr,
@@ -183,11 +203,19 @@ def _messages(files: list[str]) -> tuple[list[str], list[bytes]]:
 
 def run_tail(args: argparse.Namespace) -> int:
     """Print each record of CHANNEL as one JSON line as it arrives, every shard, parents before children. Reads without
-    a consumer group: nothing is checkpointed or taken from other consumers.
+    a consumer group: nothing is checkpointed or taken from other consumers. A memory:// URL is refused (exit 2): its
+    bus would be this command's own, empty.
     """
     configure_service_logging(args, args.application)
     start: StartPosition = "earliest" if args.from_start else "latest"
     seen = 0
+    bus = _in_process_bus(args)
+    if bus is not None:
+        raise CommandError(
+            f"{bus} is a bus inside this process, which starts empty with this command: nothing was ever sent there "
+            f"to tail; give the URL the messages were sent to: {_KEEPING}",
+            USAGE,
+        )
     with _gateway(args) as gateway:
         consumer = gateway.transport.consumer(args.channel, group=None, start=start)
         show = _in_version(args)
@@ -217,14 +245,24 @@ def run_request(args: argparse.Namespace) -> int:
     """Send the request in FILE (a MetadataRead or VocabularyRead Command) with a returnAddress and print the reply
     whose correlationId is its messageId. Exit 1 if none arrives within the timeout, or if the reply is a failure
     reply (its errorCode is printed); exit 2, sending nothing, if FILE is not a request (a Command that expects a
-    reply: use rdss send for the others).
+    reply: use rdss send for the others), or if the URL is memory:// (its bus would end with this command, and
+    nothing in it could answer).
     """
     configure_service_logging(args, args.application)
     payload = _read(args.file)
+    request: Sendable = payload if args.reply_to is None else _addressed_to(payload, args.reply_to)
     options = {"reads": args.reads, "tenant_jisc_id": args.tenant_jisc_id}
+    bus = _in_process_bus(args)
     with _gateway(args, reply_poll_interval=args.interval, **options) as gateway:
         try:
-            reply = gateway.request(payload, args.timeout, reply_to=args.reply_to)
+            if bus is not None:
+                gateway.sender.prepare([request], "input")  # judged as if sent: an invalid one is told first
+                raise CommandError(
+                    f"nothing sent: {bus} is a bus inside this process, which ends with this command, so nothing "
+                    f"there could answer; give the URL of a deployment that answers: {_KEEPING}",
+                    USAGE,
+                )
+            reply = gateway.request(request, args.timeout, reply_to=args.reply_to or _REPLY_TO)
         except MessageRefused as refused:
             raise CommandError(f"{args.file}: {refused}", INVALID) from refused
         except NotARequest as wrong:
@@ -238,6 +276,24 @@ def run_request(args: argparse.Namespace) -> int:
             raise CommandError(str(error), INVALID) from error
     print_json(reply, indent=True)
     return 0
+
+
+#: Where a reply comes when neither --reply-to nor the request names a returnAddress (the gateway's default).
+_REPLY_TO = "responses"
+
+
+def _addressed_to(payload: bytes, channel: str) -> Sendable:
+    """The request with returnAddress ``channel``: an explicit ``--reply-to`` wins over the file's
+    (:meth:`Gateway.request` keeps a returnAddress the request names, as a program that wrote one
+    means it; a user giving the flag means the flag, and ``rdss new`` always writes one).
+
+    Bytes that are no message with a header (not JSON, a member named twice) go as they are, for
+    the classifier to refuse in its own words; so does a request already addressed there."""
+    message = validate(payload, check_expiry=False, size_limit=None).message
+    header = message.get("messageHeader") if isinstance(message, dict) else None
+    if not isinstance(message, dict) or not isinstance(header, dict) or header.get("returnAddress") == channel:
+        return payload
+    return {**message, "messageHeader": {**header, "returnAddress": channel}}
 
 
 def _in_version(args: argparse.Namespace) -> Callable[[Delivery], bytes | None]:
@@ -254,6 +310,27 @@ def _in_version(args: argparse.Namespace) -> Callable[[Delivery], bytes | None]:
             return None
 
     return show
+
+
+#: The URLs whose messages outlive the process that sent them.
+_KEEPING = "kinesis://ENV?region=REGION or amqp://USER@HOST/VHOST (or start rdss local up)"
+
+
+def _in_process_bus(args: argparse.Namespace) -> str | None:
+    """The ``memory://`` URL the command is given when the process ends with the command (main
+    run on this process's own command line): its bus is born and dies with it, so what is sent
+    there is read by nothing, a request answered by nothing and a tail of it is empty. None
+    otherwise, and for a URL that does not parse (the gateway says why when it is opened).
+
+    A program that calls main with its arguments holds the bus on: its tests send and read so.
+    """
+    if not getattr(args, "one_shot", False):
+        return None
+    try:
+        url = parse_url(deployment_url(args.url))
+    except (URLError, CommandError):
+        return None
+    return url.raw if url.scheme == "memory" else None
 
 
 @contextmanager

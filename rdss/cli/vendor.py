@@ -19,14 +19,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import orjson
+
 from rdss.cli.common import USAGE, AwsDeployment, CommandError, aws_deployment, vendor_name
 from rdss.cli.options import add_group, add_json_option, deployment_command
-from rdss.deployment.vendors import output_key
+from rdss.deployment.vendors import check_vendor_name, output_key
 from rdss.host.display import PrintableLines
+from rdss.host.inputs import InputTooLarge, read_regular_file
 from rdss.model.canonical import V3
 
 #: Where ``cdk synth`` writes (``make synth ENV=...``).
 CDK_OUT = Path("cdk.out")
+#: The files of ``cdk.out/`` read, by the stack's name.
+CDK_STACK_FILES = "rdss-ENV.template.json and manifest.json"
+#: The most read of a file in ``cdk.out/`` (the template, the manifest): this project's template
+#: is a few hundred kilobytes, and CloudFormation takes at most 1 MB; anything past this is no
+#: template of it (a log, a link to ``/dev/zero``) and is refused unread.
+MAX_CDK_FILE_BYTES = 50 * 1024 * 1024
 
 
 def register(commands: Any) -> None:
@@ -41,7 +50,8 @@ def register(commands: Any) -> None:
         nargs="?",
         const=CDK_OUT,
         metavar="DIR",
-        help="read the synthesised template instead of the deployed stack (default DIR: cdk.out)",
+        help="read the synthesised template instead of the deployed stack (default DIR: cdk.out; its "
+        f"{CDK_STACK_FILES} must be regular files of at most {MAX_CDK_FILE_BYTES // 1024 // 1024} MiB of JSON)",
     )
     config.add_argument(
         "--account",
@@ -153,6 +163,26 @@ def gateway_config(
     )
 
 
+def vendor_names(outputs: dict[str, str]) -> list[str]:
+    """The vendors a stack's outputs configure, named as ``vendor config`` takes them: each
+    vendor's ``Group`` output is its name (its consumer group), kept when the output keys it
+    spells back are the vendor's (a key's CamelCase stem is no name: ``Acme`` for ``acme``)."""
+    return sorted(
+        name
+        for key, name in outputs.items()
+        if key.startswith("Vendor") and key.endswith("Group") and output_key(name, "Group") == key and _fit(name)
+    )
+
+
+def _fit(name: str) -> bool:
+    """Whether ``name`` is one ``vendor config`` takes."""
+    try:
+        check_vendor_name(name)
+    except ValueError:
+        return False
+    return True
+
+
 def stack_outputs(stack: str, target: AwsDeployment) -> dict[str, str]:
     """The outputs of a deployed stack."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -172,13 +202,13 @@ def template_outputs(stack: str, cdk_out: Path, account: str | None = None) -> d
     (the stack's account and region come from the cloud assembly's manifest; ``account`` fills
     in the account of an environment-agnostic one)."""
     template_file = cdk_out / f"{stack}.template.json"
+    template = _json_object(template_file)
+    manifest = _json_object(cdk_out / "manifest.json")
     try:
-        template = json.loads(template_file.read_text())
-        manifest = json.loads((cdk_out / "manifest.json").read_text())
-    except OSError as error:
-        raise CommandError(f"cannot read {error.filename}: {error.strerror} (make synth ENV=... writes it)") from error
-    environment = manifest.get("artifacts", {}).get(stack, {}).get("environment", "")
-    match = re.fullmatch(r"aws://([^/]+)/([^/]+)", environment)
+        environment = manifest.get("artifacts", {}).get(stack, {}).get("environment", "")
+    except AttributeError:  # artifacts, or the stack's, not an object
+        raise CommandError(f"{cdk_out / 'manifest.json'}: not a cloud assembly manifest", USAGE) from None
+    match = re.fullmatch(r"aws://([^/]+)/([^/]+)", environment) if isinstance(environment, str) else None
     synthesised_account, region = match.groups() if match else ("unknown-account", "unknown-region")
     if re.fullmatch(r"\d{12}", synthesised_account):
         if account not in (None, synthesised_account):
@@ -189,8 +219,38 @@ def template_outputs(stack: str, cdk_out: Path, account: str | None = None) -> d
             f"{template_file} does not say its account and region ({environment or 'none'}): give --account "
             "(synthesise with -c region=... for the region), or read the deployed stack"
         )
-    resolver = _Resolver(template.get("Resources", {}), account, region)
-    return {key: resolver.resolve(output["Value"]) for key, output in template.get("Outputs", {}).items()}
+    try:
+        resolver = _Resolver(template.get("Resources", {}), account, region)
+        return {key: resolver.resolve(output["Value"]) for key, output in template.get("Outputs", {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        # a template edited, or not synthesised from this project: whatever its shape, one line
+        raise CommandError(
+            f"{template_file}: not a template rdss synthesised ({type(error).__name__})", USAGE
+        ) from None
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON object in ``cdk.out/``, read from a regular file of at most :data:`MAX_CDK_FILE_BYTES`.
+
+    Raises:
+        CommandError: it is not there, not a regular file, too large, not UTF-8 JSON (nested
+            deeper than 1,024 levels included) or not an object (usage), naming the file.
+    """
+    try:
+        data = read_regular_file(path, MAX_CDK_FILE_BYTES)
+    except InputTooLarge:
+        mib = MAX_CDK_FILE_BYTES // 1024 // 1024
+        raise CommandError(f"{path}: larger than {mib} MiB, so not a CDK file of rdss", USAGE) from None
+    except OSError as error:
+        hint = " (make synth ENV=... writes it)" if isinstance(error, FileNotFoundError) else ""
+        raise CommandError(f"cannot read {path}: {error.strerror}{hint}", USAGE) from None
+    try:
+        value = orjson.loads(data)  # bad UTF-8 and nesting past 1,024 levels are JSONDecodeErrors too
+    except orjson.JSONDecodeError as error:
+        raise CommandError(f"{path}: not JSON: {error}", USAGE) from None
+    if not isinstance(value, dict):
+        raise CommandError(f"{path}: not a JSON object", USAGE)
+    return value
 
 
 class _Resolver:
@@ -262,8 +322,7 @@ def run_config(args: argparse.Namespace) -> int:
     try:
         config = gateway_config(args.name, environment, outputs, endpoint, check_ldr(args.ldr) if args.ldr else None)
     except KeyError:
-        suffix = "RoleArn"
-        known = sorted(k.removeprefix("Vendor").removesuffix(suffix) for k in outputs if k.endswith(suffix))
+        known = vendor_names(outputs)
         raise CommandError(
             f"{stack} has no vendor {args.name!r}" + (f" (its vendors: {', '.join(known)})" if known else ""), USAGE
         ) from None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -55,6 +57,48 @@ def read_input(name: str | Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
+class NotARegularFile(OSError):
+    """A name for a file that is a FIFO, a device (``/dev/zero``), a directory or a socket."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(errno.EINVAL, "not a regular file")
+        self.filename = name
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (a link to one is followed), at most ``limit`` of them.
+
+    For a file the command finds by itself rather than one a user names for a message (a CDK
+    template in a directory): a FIFO there would block the open and the read for ever, a link to
+    ``/dev/zero`` would be read until ``limit``; both are refused before a byte is read. The file
+    is opened without blocking and judged by the descriptor, so what is read is what was judged.
+
+    Raises:
+        OSError: it cannot be opened or read; :class:`NotARegularFile`; :class:`InputTooLarge`
+            when it holds more than ``limit`` bytes.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotARegularFile(str(path))
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(descriptor, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        if error.filename is None:
+            error.filename = str(path)
+        raise
+    finally:
+        os.close(descriptor)
+    if size > limit:
+        raise InputTooLarge(str(path), limit)
+    return b"".join(chunks)
+
+
 def ndjson(data: bytes) -> list[tuple[int, bytes]] | None:
     """The messages of newline-delimited JSON - a JSON object a line, as ``rdss tail`` prints them -
     each with its line number (from 1; blank lines skipped), its bytes as they are but the line's
@@ -77,12 +121,18 @@ def ndjson(data: bytes) -> list[tuple[int, bytes]] | None:
 
 
 def _parses(data: bytes) -> bool:
-    """Whether ``data`` is one JSON value (numbers orjson cannot hold, such as 10**400, included)."""
+    """Whether ``data`` is one JSON value (numbers orjson cannot hold, such as 10**400, included).
+
+    Never raises: whatever the bytes, the message they are is the classifier's to judge (a value
+    nested deeper than orjson's 1,024 levels is GENERR007 there, as for any malformed JSON).
+    """
     try:
         orjson.loads(data)
     except orjson.JSONDecodeError:
         try:
             json.loads(data)
         except ValueError:  # UnicodeDecodeError and json.JSONDecodeError alike
+            return False
+        except RecursionError:  # the standard library's scanner recurses once a level of nesting
             return False
     return True

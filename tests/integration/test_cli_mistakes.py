@@ -260,6 +260,14 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     yield case("send-token-dev-zero", "send", VALID, "--url", "memory://x", "--auth-token-file", big)
     yield case("send-token-missing", "send", VALID, "--url", "memory://x", "--auth-token-file", str(tmp / "no"))
     yield case("send-context-not-json", "send", VALID, "--url", "memory://x", "--context", "{nope")
+    deep = tmp / "deep.json"  # past orjson's 1,024 levels, and the standard library's recursion limit
+    deep.write_bytes(b"[" * 5_000 + b"]" * 5_000)
+    # a memory:// bus lives in one process: the command's, which ends with it (nothing sent, nothing to tail)
+    yield case("send-memory", "send", VALID, "--url", "memory://x")
+    yield case("request-memory", "request", READ, "--url", "memory://x")
+    yield case("tail-memory", "tail", "metadata", "--idle", "1", env={"RDSS_GATEWAY_URL": "memory://x"})
+    yield case("send-deep-json", "send", str(deep), "--url", "memory://x", exits=(1,))
+    yield case("request-deep-json", "request", str(deep), "--url", "memory://x", exits=(1,))
     yield case("request-dev-zero", "request", big, "--timeout", "1", "--url", "memory://x")
     yield case("request-not-a-request", "request", VALID, "--url", "memory://x")
     yield case("split-dev-zero", "split", big, "--out", str(tmp / "parts"))
@@ -291,6 +299,21 @@ def cases(tmp: Path, emulator: str | None) -> Iterator[Case]:
     dev = "kinesis://dev"
     yield case("vendor-cdk-out-missing", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(tmp / "no"))
     yield case("vendor-cdk-out-file", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(a_file))
+    manifest = orjson.dumps({"artifacts": {"rdss-dev": {"environment": "aws://123456789012/eu-west-2"}}})
+    for label, template in (
+        ("deep", b"[" * 5_000 + b"]" * 5_000),
+        ("not-utf8", b'{"Outputs": "\xff"}'),
+        ("not-json", b'{"Outputs": '),
+        ("fifo", None),
+    ):
+        synthesised = tmp / f"cdk-out-{label}"
+        synthesised.mkdir()
+        (synthesised / "manifest.json").write_bytes(manifest)
+        if template is None:
+            os.mkfifo(synthesised / "rdss-dev.template.json")
+        else:
+            (synthesised / "rdss-dev.template.json").write_bytes(template)
+        yield case(f"vendor-cdk-out-{label}", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(synthesised))
     yield case("vendor-ldr-memory", "vendor", "config", "acme", "--url", dev, "--cdk-out", str(tmp),
                "--ldr", "memory://")  # fmt: skip
     yield case("trace-since-garbage", "trace", "x", "--url", kinesis, "--since", "yesterday")

@@ -343,3 +343,135 @@ def test_a_context_naming_a_member_twice_is_refused_once_is_kept(context, data):
     twice = text[:-1] + "," + orjson.dumps({name: None}).decode()[1:]
     with pytest.raises(argparse.ArgumentTypeError, match="more than once"):
         _json_object(twice)
+
+
+@pytest.mark.parametrize("depth", [1_025, 5_000, 100_000])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("send",),
+        ("request", "--timeout", "0.2"),
+        ("validate",),
+        ("translate", "--to", "4.0.0"),
+        ("split", "--out", "{tmp}/parts"),
+        ("join",),
+    ],
+)
+def test_every_command_reading_a_message_file_says_generr007_for_json_nested_at_any_depth(
+    url, capsys, tmp_path, command, depth
+):
+    """rdss send told a message file from newline-delimited JSON by the standard library's scanner,
+    which recursed past orjson's 1,024 levels into a RecursionError traceback."""
+    for name, data in {
+        "deep.json": b"[" * depth + b"]" * depth,
+        "deep-object.json": b'{"a":' * depth + b"1" + b"}" * depth,
+        "deep.ndjson": b"[" * depth + b"]" * depth + b'\n{"a": 1}\n',
+    }.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        verb, *options = command
+        code, out, err = run(capsys, verb, str(path), *(o.format(tmp=tmp_path) for o in options))
+        assert code == 1, (name, out, err)
+        said = [line for line in (out + err).splitlines() if "GENERR007" in line and "malformed JSON" in line]
+        assert said, (name, out, err)
+        assert "(a JSON array" not in out + err  # not a list of messages: no hint to send each
+    assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
+    assert not (tmp_path / "parts").exists()
+
+
+def _answer_one_request(url: str, addresses: list[str]) -> threading.Thread:
+    """A responder answering one request at its returnAddress, noting each returnAddress it saw."""
+
+    def respond() -> None:
+        g = Gateway(url, application="responder")
+
+        def answer(received):
+            addresses.append(received.header["returnAddress"])
+            document = reply(received.message, Workload(4).research_object())
+            g.send(reply(received.message, document["messageBody"]), channel=received.header["returnAddress"])
+
+        g.listen(
+            "input",
+            answer,
+            max_messages=1,
+            idle_timeout=5,
+            poll_interval=0.02,
+            selector=select(message_class="Command"),
+        )
+
+    thread = threading.Thread(target=respond)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("reply_to", ["metadata", "responses", None])
+def test_an_explicit_reply_to_wins_over_the_returnaddress_of_the_file_rdss_new_writes(url, capsys, tmp_path, reply_to):
+    """rdss new writes returnAddress responses, and --reply-to was ignored whenever the file named one."""
+    code, skeleton, _ = run(capsys, "new", "MetadataRead", "--class", "Command")
+    assert orjson.loads(skeleton)["messageHeader"]["returnAddress"] == "responses"
+    path = tmp_path / "read.json"
+    path.write_text(skeleton)
+    addresses: list[str] = []
+    thread = _answer_one_request(url, addresses)
+    option = () if reply_to is None else ("--reply-to", reply_to)
+    code, out, err = run(capsys, "request", str(path), *option, "--timeout", "5", "--interval", "0.05")
+    thread.join(10)
+    assert (code, err) == (0, "")
+    assert addresses == [reply_to or "responses"]  # the flag, else the file's own
+    answer = orjson.loads(out)
+    assert answer["messageHeader"]["correlationId"] == orjson.loads(skeleton)["messageHeader"]["messageId"]
+    (sent,) = memory_backend.bus(url.split("//")[1]).payloads("input")
+    assert orjson.loads(sent)["messageHeader"]["returnAddress"] == (reply_to or "responses")
+
+
+def test_reply_to_gives_a_returnaddress_to_a_request_naming_none(url, capsys, tmp_path):
+    read = Workload(4).message("MetadataRead", "Command")
+    read["messageHeader"].pop("returnAddress", None)
+    addresses: list[str] = []
+    thread = _answer_one_request(url, addresses)
+    code, _, err = run(
+        capsys, "request", str(write(tmp_path, "r.json", read)), "--reply-to", "metadata", "--timeout", "5"
+    )
+    thread.join(10)
+    assert (code, err, addresses) == (0, "", ["metadata"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["send", str(EXAMPLES / "valid" / "metadata-create-command.json")], "rdss send: nothing sent: {url} is a bus"),
+        (
+            ["send", str(EXAMPLES / "valid" / "metadata-create-command.json"), "--to", "metadata"],
+            "rdss send: nothing sent",
+        ),
+        (["tail", "metadata", "--idle", "0.1"], "rdss tail: {url} is a bus inside this process"),
+        (
+            ["request", str(EXAMPLES / "valid" / "metadata-read-command.json"), "--timeout", "0.2"],
+            "rdss request: nothing sent: {url} is",
+        ),
+        (["tail", "input", "--from-start", "--idle", "0.1"], "rdss tail: {url} is a bus inside this process"),
+    ],
+)
+def test_a_memory_bus_is_refused_where_the_process_ends_with_the_command(url, capsys, monkeypatch, argv, said):
+    """rdss send said "sent ... to input" and exit 0 with the message gone with the process, and
+    rdss tail waited on a bus nothing could ever send to."""
+    monkeypatch.setattr("sys.argv", ["rdss", *argv])
+    code, (out, err) = main(), capsys.readouterr()  # the process's own command line, as the rdss program runs it
+    assert (code, out) == (2, "")
+    assert err.startswith(said.format(url=url))
+    assert err.count("\n") == 1
+    assert "kinesis://ENV?region=REGION or amqp://USER@HOST/VHOST" in err
+    assert memory_backend.bus(url.split("//")[1]).payloads("input") == []
+    # main called by a program, which holds the bus on: sent, or tailed, or a request sent (none answers)
+    assert run(capsys, *argv)[0] == (1 if argv[0] == "request" else 0)
+
+
+def test_an_invalid_message_on_a_memory_bus_gets_its_verdict_first(url, capsys, monkeypatch, tmp_path):
+    path = write(tmp_path, "bad.json", {"messageHeader": 7})
+    monkeypatch.setattr("sys.argv", ["rdss", "send", str(path)])
+    code, (out, err) = main(), capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-2:] == [
+        f"{path}: GENERR004 messageHeader: a JSON number, expected an object",
+        "rdss send: nothing sent: 1 invalid message(s)",
+    ]
