@@ -446,6 +446,7 @@ def test_bridge_and_archive_say_their_urls_as_text(tmp_path):
 @example(" ")
 @example("a b")
 @example("x" * 256)
+@example("-:")
 def test_a_consumer_group_is_one_word_of_text_or_refused_in_one_line(group):
     # an empty group would have RabbitMQ name the bridge's queue itself: one no restart finds again
     bus = f"memory://group-{uuid.uuid4().hex[:8]}"
@@ -453,8 +454,9 @@ def test_a_consumer_group_is_one_word_of_text_or_refused_in_one_line(group):
         not c.isspace() and c.isprintable() for c in group
     )
     for argv in (
-        ("bridge", "--url", bus, "--to", bus + "x", "--group", group, "--idle", "0.01"),
-        ("bridge", "--url", bus, "--to", bus + "x", "--declare", group, "--idle", "0.01"),
+        # OPTION=VALUE: a group may start with "-" ("-:"), which argparse would take for an option
+        ("bridge", "--url", bus, "--to", bus + "x", f"--group={group}", "--idle", "0.01"),
+        ("bridge", "--url", bus, "--to", bus + "x", f"--declare={group}", "--idle", "0.01"),
     ):
         shown = run(*argv)
         if fit:
