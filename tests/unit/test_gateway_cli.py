@@ -9,6 +9,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 from unittest.mock import ANY
 
 import orjson
@@ -146,24 +147,7 @@ def test_request_answered_with_a_failure_reply_exits_1_and_prints_the_code(url, 
 def test_request_prints_the_reply(url, capsys, tmp_path):
     read = Workload(4).message("MetadataRead", "Command")
     document = reply(read, Workload(4).research_object())
-
-    def respond() -> None:
-        g = Gateway(url, application="responder")
-
-        def answer(received):
-            g.send(reply(received.message, document["messageBody"]), channel=received.header["returnAddress"])
-
-        g.listen(
-            "input",
-            answer,
-            max_messages=1,
-            idle_timeout=5,
-            poll_interval=0.02,
-            selector=select(message_class="Command"),
-        )
-
-    thread = threading.Thread(target=respond)
-    thread.start()
+    thread = _answer_one_request(url, [], document["messageBody"])
     code, out, err = run(
         capsys, "request", str(write(tmp_path, "read.json", read)), "--timeout", "5", "--interval", "0.05"
     )
@@ -379,16 +363,19 @@ def test_every_command_reading_a_message_file_says_generr007_for_json_nested_at_
     assert not (tmp_path / "parts").exists()
 
 
-def _answer_one_request(url: str, addresses: list[str]) -> threading.Thread:
-    """A responder answering one request at its returnAddress, noting each returnAddress it saw."""
+def _answer_one_request(url: str, addresses: list[str], body: Any = None) -> threading.Thread:
+    """A responder answering one request at its returnAddress (with ``body``, default a research
+    object), noting each returnAddress it saw."""
 
     def respond() -> None:
         g = Gateway(url, application="responder")
 
         def answer(received):
             addresses.append(received.header["returnAddress"])
-            document = reply(received.message, Workload(4).research_object())
-            g.send(reply(received.message, document["messageBody"]), channel=received.header["returnAddress"])
+            answered = (
+                body if body is not None else reply(received.message, Workload(4).research_object())["messageBody"]
+            )
+            g.send(reply(received.message, answered), channel=received.header["returnAddress"])
 
         g.listen(
             "input",

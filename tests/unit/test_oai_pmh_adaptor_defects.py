@@ -225,6 +225,15 @@ def rdss(*arguments: str, timeout: float = 30) -> subprocess.CompletedProcess[st
     )
 
 
+def run_adaptor(
+    url: str, state: Path, *options: str, to: str = "input", timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """``rdss adaptor oai-pmh URL`` to a memory bus, keeping its state in ``state``."""
+    return rdss(
+        "adaptor", "oai-pmh", url, "--to", to, "--url", "memory://h", "--state", str(state), *options, timeout=timeout
+    )
+
+
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -273,20 +282,7 @@ def test_the_command_refuses_a_bad_profile_in_one_line_before_harvesting(reposit
     profile = tmp_path / "profile.json"
     profile.write_text('{"organisation_type": "higherEducation"}')
     state = tmp_path / "state.json"
-    result = rdss(
-        "adaptor",
-        "oai-pmh",
-        repository.url,
-        "--to",
-        "input",
-        "--url",
-        "memory://p",
-        "--state",
-        str(state),
-        "--profile",
-        str(profile),
-        "--once",
-    )
+    result = run_adaptor(repository.url, state, "--profile", str(profile), "--once")
     assert result.returncode == 2
     assert "organisation_type" in one_line(result)
     assert not repository.requests
@@ -296,22 +292,7 @@ def test_the_command_refuses_a_bad_profile_in_one_line_before_harvesting(reposit
 @pytest.mark.parametrize("tenant", ["-1", str(10**23)])
 def test_the_command_refuses_a_tenant_that_is_no_jisc_id(repository, tmp_path, tenant):
     state = tmp_path / "state.json"
-    result = rdss(
-        "adaptor",
-        "oai-pmh",
-        repository.url,
-        "--to",
-        "input",
-        "--url",
-        "memory://t",
-        "--state",
-        str(state),
-        "--version",
-        "4.0.0",
-        "--tenant-jisc-id",
-        tenant,
-        "--once",
-    )
+    result = run_adaptor(repository.url, state, "--version", "4.0.0", "--tenant-jisc-id", tenant, "--once")
     assert result.returncode == 2
     assert "--tenant-jisc-id" in one_line(result)
     assert not repository.requests
@@ -327,21 +308,7 @@ def test_the_command_refuses_a_profile_that_is_a_fifo_at_once(repository, tmp_pa
     fifo = tmp_path / "profile.fifo"
     os.mkfifo(fifo)
     started = time.monotonic()
-    result = rdss(
-        "adaptor",
-        "oai-pmh",
-        repository.url,
-        "--to",
-        "input",
-        "--url",
-        "memory://f",
-        "--state",
-        str(tmp_path / "s.json"),
-        "--profile",
-        str(fifo),
-        "--once",
-        timeout=20,
-    )
+    result = run_adaptor(repository.url, tmp_path / "s.json", "--profile", str(fifo), "--once", timeout=20)
     assert time.monotonic() - started < 15
     assert result.returncode == 2
     assert "not a regular file" in one_line(result)
@@ -417,7 +384,7 @@ def test_the_forged_state_files_of_the_hostile_run_are_value_errors(text, said):
 def test_the_command_refuses_a_forged_state_file_in_one_line(repository, tmp_path):
     state = tmp_path / "state.json"
     state.write_text(json.dumps({**well_formed(), "base_url": repository.url, "token": 7}))
-    result = rdss("adaptor", "oai-pmh", repository.url, "--to", "input", "--url", "memory://s", "--state", str(state))
+    result = run_adaptor(repository.url, state)
     assert result.returncode == 2
     assert 'field "token": expected a string or null, found a number 7' in one_line(result)
     assert not repository.requests
@@ -462,19 +429,7 @@ def test_the_command_ends_a_list_without_end_in_one_line_exit_1(tmp_path):
     server.unending(False)
     try:
         state = tmp_path / "state.json"
-        result = rdss(
-            "adaptor",
-            "oai-pmh",
-            server.url,
-            "--to",
-            "input",
-            "--url",
-            "memory://e",
-            "--state",
-            str(state),
-            "--once",
-            timeout=60,
-        )
+        result = run_adaptor(server.url, state, "--once", timeout=60)
         assert result.returncode == 1
         assert "listWithoutEnd" in one_line(result)
         assert json.loads(state.read_text())["token"]
@@ -507,9 +462,7 @@ def test_a_record_whose_message_is_over_1_mb_is_published_as_a_sequence(tmp_path
 @pytest.mark.parametrize("channel", ["invalid", "error"])
 def test_the_command_refuses_to_publish_to_an_error_channel(repository, tmp_path, channel):
     state = tmp_path / "state.json"
-    result = rdss(
-        "adaptor", "oai-pmh", repository.url, "--to", channel, "--url", "memory://c", "--state", str(state), "--once"
-    )
+    result = run_adaptor(repository.url, state, "--once", to=channel)
     assert result.returncode == 2
     assert f"--to {channel}" in one_line(result)
     assert not repository.requests

@@ -17,6 +17,7 @@ from typing import Any
 from rdss import __version__
 from rdss.adaptors.oai_pmh.client import Record
 from rdss.host.display import shorten
+from rdss.host.inputs import InputTooLarge, read_regular_file
 from rdss.model import messages, schemas, timestamps
 from rdss.model.messages import Message
 
@@ -138,15 +139,13 @@ class Profile:
 
         Raises:
             ValueError: unknown fields, or not a JSON object.
-            OSError: the file cannot be read.
+            OSError: the file cannot be read, or is no regular file (a FIFO would block the open
+                for ever: :func:`rdss.host.inputs.read_regular_file` judges it unopened).
         """
-        file_path = Path(path)
-        if file_path.exists() and not file_path.is_file():  # a FIFO would block the open for ever
-            raise ValueError(f"{path}: not a regular file")
-        with file_path.open("rb") as file:
-            text = file.read(_MAX_PROFILE_BYTES + 1)  # a profile is a few lines, not /dev/zero
-        if len(text) > _MAX_PROFILE_BYTES:
-            raise ValueError(f"{path}: larger than {_MAX_PROFILE_BYTES:,} bytes, not a profile")
+        try:
+            text = read_regular_file(Path(path), _MAX_PROFILE_BYTES)  # a few lines, not /dev/zero
+        except InputTooLarge:
+            raise ValueError(f"{path}: larger than {_MAX_PROFILE_BYTES:,} bytes, not a profile") from None
         try:
             values = json.loads(text)
         except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
